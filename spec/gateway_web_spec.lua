@@ -167,4 +167,41 @@ describe("protocall.http.web", function()
       s:finish(pc.Error { code = "UNAVAILABLE", message = "down" }))
     assert.are.equal(frame(0, bytes) .. frame(2, "{}"), s:body({ bytes }))
   end)
+
+  it("upstream_failure: the gateway's own failure as its class, without the upstream's address", function()
+    local f = web.upstream_failure
+    local function E(t) return f(pc.Error(t)) end
+    assert.are.equal("upstream connect error: connection refused",
+      E { code = "UNAVAILABLE", unsent = true, message = "connect to 10.0.0.5:50051: Connection refused" })
+    -- the backoff hint's timing kept, its advice as true for a gateway (which sets no wait_for_ready)
+    assert.are.equal("upstream connect error: connection refused (reconnection backoff: the next attempt in 0.97 s; "
+      .. "calls fail at once until then)", E { code = "UNAVAILABLE", unsent = true,
+        message = "connect to 10.0.0.5:50051: Connection refused (reconnection backoff: the next attempt in 0.97 s; "
+          .. "a transport with wait_for_ready waits for it)" })
+    assert.are.equal("upstream connect error: name not resolved", E { code = "UNAVAILABLE", unsent = true,
+      message = "resolve backend.internal: Name or service not known" })
+    -- a dns:/// name the balancer could not resolve (no `unsent`)
+    assert.are.equal("upstream connect error: name not resolved", E { code = "UNAVAILABLE",
+      message = "resolve backend.internal: Name or service not known" })
+    assert.are.equal("upstream connect error: TLS handshake failed", E { code = "UNAVAILABLE", unsent = true,
+      message = "TLS handshake with backend.internal:443: connection closed (is it a TLS port?)" })
+    assert.are.equal("upstream connect error: connection timed out", E { code = "UNAVAILABLE", unsent = true,
+      message = "connect to 10.0.0.5:50051: timed out after 20 s" })
+    assert.are.equal("upstream connect error: connection failure", E { code = "UNAVAILABLE", unsent = true,
+      message = "connect to unix:/run/refused.sock: No such file or directory" })
+    -- written, then the connection failed: the attempt's own failure, or lost
+    assert.are.equal("upstream connect error: no HTTP/2 from the upstream", E { code = "UNAVAILABLE", lost = true,
+      message = "connect to 10.0.0.5:50051: no HTTP/2 SETTINGS from the server within 20 s" })
+    assert.are.equal("upstream connection lost", E { code = "UNAVAILABLE", lost = true,
+      message = "read from 10.0.0.5:50051: Connection reset by peer" })
+    assert.are.equal("upstream timed out: no connection before the deadline", E { code = "DEADLINE_EXCEEDED",
+      message = "deadline exceeded (connected to 10.0.0.5:50051, no HTTP/2 SETTINGS from the server yet)" })
+    assert.are.equal("upstream timed out: no connection before the deadline", E { code = "DEADLINE_EXCEEDED",
+      message = "deadline exceeded waiting for a connection (connecting to 10.0.0.5:50051)" })
+    -- what the upstream sent passes unchanged (nil): an UNAVAILABLE of its own, a deadline, anything
+    assert.is_nil(E { code = "UNAVAILABLE", message = "connect to 10.0.0.5:50051: Connection refused" })
+    assert.is_nil(E { code = "DEADLINE_EXCEEDED", message = "deadline exceeded" })
+    assert.is_nil(E { code = "INTERNAL", lost = true, message = "connect to 10.0.0.5:1: x" })
+    assert.is_nil(f("connect to 10.0.0.5:1: Connection refused"))
+  end)
 end)

@@ -42,6 +42,9 @@ Modes and what they print:
                  A answered: CODES": the most bytes sent on streams not yet answered
                  (what the server held), then the grpc-status of each answered call
                  (sorted; "rst N" for a reset)
+  stallbody:CTYPE  a call of /srv.Calc/Add with content-type CTYPE (Connect unary:
+                 application/json) whose body's first byte comes, then nothing
+                 -> "http STATUS BODY" (the answer's status and body)
   timeout:VALUE a unary call with grpc-timeout VALUE     -> "status N MESSAGE" as for gzip
   flags PATH HEX [ACCEPT]  a call of PATH with the request bytes HEX and
                  grpc-accept-encoding ACCEPT (none without) -> "encoding E
@@ -421,6 +424,20 @@ def main():
                     break
         codes = sorted(answers.values())
         print("peak %d, %d answered: %s" % (peak, len(answers), ", ".join(codes)))
+    elif mode.startswith("stallbody:"):
+        c.conn.send_headers(1, headers(ctype=mode[10:]))
+        c.conn.send_data(1, b"{")
+        c.flush()
+        status, body = None, b""
+        for ev in c.events():
+            if isinstance(ev, h2.events.ResponseReceived) and ev.stream_id == 1:
+                status = dict(ev.headers).get(b":status", b"").decode()
+            if isinstance(ev, h2.events.DataReceived) and ev.stream_id == 1:
+                body += ev.data
+            if ev == "closed" or isinstance(ev, (h2.events.StreamEnded, h2.events.StreamReset)) \
+                    and ev.stream_id == 1:
+                break
+        print("http %s %s" % (status, body.decode()))
     elif mode.startswith("timeout:"):
         c.conn.send_headers(1, headers(extra=[("grpc-timeout", mode[8:])]))
         c.conn.send_data(1, frame(b"\x08\x01"), end_stream=True)

@@ -25,7 +25,7 @@ if absent then
   return
 end
 
-local write, q = N.write, N.quote
+local read, write, q = N.read, N.write, N.quote
 local G = require "gateway_cases"
 local request, eventually = G.request, G.eventually
 local BIN = os.getenv("PROTOCALL_BIN") or "build/release/protocall"
@@ -129,12 +129,17 @@ describe("protocall.resty.gateway with the upstream's reflection", function()
     assert.are.equal(503, code, body)
     assert.are.equal("application/json", h["content-type"])
     assert.matches('^{"code":14,"message":"gateway route \'refl\': no schema yet from the upstream\'s reflection', body)
-    -- once a fetch has failed, the answer says how
+    -- once a fetch has failed, the answer says how: the failure's class, not the upstream's address,
+    -- which the error log has
     local ok, last = eventually(5, function()
       local c, b = request(nginx, "/refl/echo/hi")
       return c == 503 and b:find("reflection: UNAVAILABLE", 1, true) ~= nil, b
     end)
     assert(ok, last)
+    assert.matches("reflection: UNAVAILABLE: upstream connect error: connection refused", last, 1, true)
+    assert.is_nil(last:find("127.0.0.1", 1, true), last)
+    local log = read(nginx.prefix .. "/logs/error.log") or ""
+    assert.matches("no version yet: reflection: UNAVAILABLE: connect to 127.0.0.1:", log, 1, true)
   end)
 
   it("transcodes a REST call by the reflected schema once the upstream answers, and refreshes it", function()

@@ -101,7 +101,10 @@ local CONF = N.lua_conf(2, [==[
                                        prefix = "/loose", validate = true, web = true }))
         -- an upstream where nothing listens
         assert(gw.configure("down", { protos = { ["gateway/library.proto"] = lib }, upstream = "127.0.0.1:1",
-                                      prefix = "/down" }))
+                                      prefix = "/down", web = true }))
+        -- an upstream that reads what a connection sends first, then closes it
+        assert(gw.configure("hangup", { protos = { ["gateway/library.proto"] = lib }, upstream = "@HANGUP@",
+                                        prefix = "/hangup", web = true }))
         -- configurations refused: each "nil" and why
         local function try(cfg)
             local n, err = gw.configure("probe", cfg)
@@ -190,6 +193,9 @@ local CONF = N.lua_conf(2, [==[
         location /down/ {
             content_by_lua_block { gw.handle("down") }
         }
+        location /hangup/ {
+            content_by_lua_block { gw.handle("hangup") }
+        }
         location = /echo-local {
             content_by_lua_block { gw.handle("nothing") }
         }
@@ -207,8 +213,8 @@ local CONF = N.lua_conf(2, [==[
     }
 ]==])
 
-local function start_nginx(upstream)
-  return N.start("gateway", CONF:gsub("@UPSTREAM@", upstream), function(prefix)
+local function start_nginx(upstream, hangup)
+  return N.start("gateway", CONF:gsub("@UPSTREAM@", upstream):gsub("@HANGUP@", hangup), function(prefix)
     assert(os.execute("protoc -I spec/fixtures/protos -I core/schema/protos --include_imports -o "
       .. q(prefix .. "/library.pb") .. " gateway/library.proto"))
   end)
@@ -225,14 +231,16 @@ local function calls(n)
 end
 
 describe("protocall.resty.gateway inside nginx", function()
-  local upstream, nginx
+  local upstream, hangup, nginx
   setup(function()
     upstream = helper.spawn_command("/usr/bin/python3 spec/gateway_upstream.py 0", "gateway_upstream.py")
-    nginx = start_nginx("127.0.0.1:" .. upstream.port)
+    hangup = helper.spawn("hangup", 0)
+    nginx = start_nginx("127.0.0.1:" .. upstream.port, "127.0.0.1:" .. hangup.port)
   end)
   teardown(function()
     N.stop(nginx)
     helper.stop(upstream)
+    helper.stop(hangup)
   end)
 
   it("GET with path variables and query parameters (repeated, enum by name, int64)", function()
@@ -332,11 +340,56 @@ describe("protocall.resty.gateway inside nginx", function()
     assert.are.equal(#urls, n, out)
   end)
 
-  it("an upstream that cannot be reached is 503 UNAVAILABLE as google.rpc.Status", function()
+  it("an upstream that cannot be reached is 503 UNAVAILABLE as google.rpc.Status, its address in the log only",
+    function()
     local code, body, h = request(nginx, "/down/v1/calls")
     assert.are.equal(503, code, body)
     assert.are.equal("application/json", h["content-type"])
-    assert.truthy(body:find('^{"code":14,"message":".*127.0.0.1:1.*","details":%[%]}$'), body)
+    -- the failure's class (and the backoff's timing, a call within it), not the address
+    assert.truthy(body:find('^{"code":14,"message":"upstream connect error: connection refused[^"]*",'
+      .. '"details":%[%]}$'), body)
+    local answers = { body }
+    -- a server stream (REST), Connect unary, gRPC-Web unary and stream: the same
+    code, body = request(nginx, "/down/v1/shelves/1/books:stream")
+    assert.are.equal(503, code, body)
+    answers[#answers + 1] = body
+    code, body = request(nginx, "/down/gw.Library/Echo",
+      { body = "{}", headers = { "Content-Type: application/json" } })
+    assert.are.equal(503, code, body)
+    assert.truthy(body:find('^{"code":"unavailable","message":"upstream connect error: connection refused'), body)
+    answers[#answers + 1] = body
+    local framed = "\0\0\0\0\2{}"
+    for _, method in ipairs { "Echo", "ListBooks" } do
+      local hs
+      code, body, hs = request(nginx, "/down/gw.Library/" .. method,
+        { body = framed, headers = { "Content-Type: application/grpc-web+json" } })
+      assert.are.equal(200, code, body)
+      local status = hs["grpc-message"] or body
+      assert.truthy(status:find("upstream connect error: connection refused", 1, true), method .. ": " .. status)
+      answers[#answers + 1] = status
+    end
+    for _, answer in ipairs(answers) do assert.is_nil(answer:find("127.0.0.1", 1, true), answer) end
+    -- nginx's error log has the whole message, the address in it
+    local log = read(nginx.prefix .. "/logs/error.log") or ""
+    local said = "protocall.resty.gateway: down: upstream call failed: UNAVAILABLE: connect to 127.0.0.1:1: "
+    assert.truthy(log:find(said, 1, true), log:sub(-4000))
+  end)
+
+  it("an upstream connection lost under the call: 503 'upstream connection lost', its address in the log only",
+    function()
+    local code, body = request(nginx, "/hangup/v1/calls")
+    assert.are.equal(503, code, body)
+    assert.are.equal('{"code":14,"message":"upstream connection lost","details":[]}', body)
+    local hs
+    code, body, hs = request(nginx, "/hangup/gw.Library/ListBooks",
+      { body = "\0\0\0\0\2{}", headers = { "Content-Type: application/grpc-web+json" } })
+    assert.are.equal(200, code, body)
+    local status = hs["grpc-message"] or body
+    assert.truthy(status:find("upstream connection lost", 1, true), status)
+    assert.is_nil(status:find("127.0.0.1", 1, true), status)
+    local log = read(nginx.prefix .. "/logs/error.log") or ""
+    assert.truthy(log:find("protocall%.resty%.gateway: hangup: upstream call failed: UNAVAILABLE: [^\n]*127%.0%.0%.1:"
+      .. hangup.port), log:sub(-4000))
   end)
 
   it("a client stream from a newline-delimited JSON body", function()
@@ -504,7 +557,7 @@ describe("protocall.resty.gateway inside nginx", function()
     assert.truthy(body:find("^echo: protos: gateway/library.proto:%d+:%d+: "), body)
     code, body = request(nginx, "/admin/swap?v=badrule")
     assert.are.equal(500, code, body)
-    assert.truthy(body:find("gw.Library.Echo: rule GET /echo/{nope}: variable 'nope': "
+    assert.truthy(body:find("http rules: rule 1: gw.Library.Echo: GET /echo/{nope}: variable 'nope': "
       .. "no field 'nope' in gw.EchoRequest", 1, true), body)
     for _ = 1, 4 do -- both workers, whichever answers
       code, body, h = request(nginx, "/api/echo/hi")
@@ -704,6 +757,23 @@ end
       { body = '{"title":"T"}', headers = { "Content-Type: application/json" } })
     assert.are.equal(200, code, body)
     assert.are.equal('{"name":"shelves/7/books/r2","title":"T"}', body)
+  end)
+
+  -- as `protocall gateway` answers it (spec/rest_gateway_spec.lua)
+  it("a POST to a method's path with no content type of gRPC-Web or Connect is 415 with Accept-Post", function()
+    local before = calls(nginx)
+    for _, ct in ipairs { "Content-Type:", "Content-Type: text/plain" } do
+      local code, body, h = request(nginx, "/gw.Library/Echo", { body = '{"text":"hi"}', headers = { ct } })
+      assert.are.equal(415, code, ct .. ": " .. body)
+      assert.are.equal("content-type must be gRPC's, gRPC-Web's or Connect's (see Accept-Post)\n", body)
+      assert.are.equal("text/plain", h["content-type"])
+      assert.matches("^application/grpc, .*, application/connect%+json, application/proto, application/json$",
+        h["accept-post"])
+    end
+    -- a path naming no method stays REST's 404
+    local code = request(nginx, "/gw.Library/Nope", { body = "{}", headers = { "Content-Type:" } })
+    assert.are.equal(404, code)
+    assert.are.equal(before, calls(nginx))
   end)
 
   it("with validate, gRPC-Web and Connect requests breaking their rules are refused and never reach the upstream",

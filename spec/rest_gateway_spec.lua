@@ -135,7 +135,7 @@ describe("pc.listen's rest option", function()
     assert.are.equal("pc.listen: rest: (timeout: positive number of seconds expected, got -1)",
       refused { timeout = -1 })
     assert.truthy(refused { http = { rules = { { selector = "gw.Library.Echo", get = "/echo/{nope}" } } } }
-      :find("gw.Library.Echo: rule GET /echo/{nope}: variable 'nope'", 1, true))
+      :find("http rules: rule 1: gw.Library.Echo: GET /echo/{nope}: variable 'nope'", 1, true))
     local l = pc.listen(server, "127.0.0.1:0", { rest = { timeout = 2 } })
     local route = l.rest:match("GET", "/v1/calls")
     assert.are.equal(2, l.rest:timeout(route))
@@ -156,7 +156,7 @@ describe("pc.listen's rest option", function()
     local bad = server_of(text:gsub("message EchoRequest {%s*string text = 1;", "message EchoRequest {"), "bad")
     local ok, err = pcall(l.set_server, l, bad)
     assert.is_false(ok)
-    assert.matches("pc.listen: rest: gw.Library.Echo: rule GET /echo/{text}: ", tostring(err), 1, true)
+    assert.matches("pc.listen: rest: http rules: rule 1: gw.Library.Echo: GET /echo/{text}: ", tostring(err), 1, true)
     assert.has_error(function() l:set_server({}) end,
       "bad argument #1 to 'set_server' (protocall.Server expected, got table)")
     local got = {}
@@ -550,26 +550,71 @@ describe("protocall gateway with the upstream down at start", function()
     if dir then os.execute("rm -rf " .. q(dir)) end
   end)
 
-  it("serves a -proto schema, its calls failing UNAVAILABLE", function()
-    gw = G.start_gateway(BIN, N.free_port(), "-I spec/fixtures/protos -proto gateway/library.proto")
-    local code, body = G.request(gw, "/v1/shelves/1/books/2")
+  it("serves a -proto schema, its calls failing UNAVAILABLE without the upstream's address", function()
+    local down = G.start_gateway(BIN, N.free_port(), "-I spec/fixtures/protos -proto gateway/library.proto", nil, true)
+    finally(function()
+      helper.stop(down)
+      os.remove(down.log)
+    end)
+    local code, body = G.request(down, "/v1/shelves/1/books/2")
     assert.are.equal(503, code, body)
-    assert.matches('^{"code":14,"message":"connect to 127%.0%.0%.1:%d+: Connection refused"', body)
+    -- the failure's class, not the address (the log has it, below)
+    assert.are.equal('{"code":14,"message":"upstream connect error: connection refused","details":[]}', body)
     -- a call within the reconnection backoff: its hint says what holds for the gateway
     -- (it sets no wait_for_ready), the first such answer of a few calls
     local hinted
     for _ = 1, 5 do
-      code, body = G.request(gw, "/v1/shelves/1/books/2")
+      code, body = G.request(down, "/v1/shelves/1/books/2")
       if code == 503 and body:find("reconnection backoff", 1, true) then
         hinted = body
         break
       end
     end
-    helper.stop(gw)
-    gw = nil
     assert.is_not_nil(hinted, body)
-    assert.matches('^{"code":14,"message":"connect to 127%.0%.0%.1:%d+: Connection refused %(reconnection backoff: '
-      .. 'the next attempt in [%d.e-]+ s; calls fail at once until then%)"', hinted)
+    assert.matches('^{"code":14,"message":"upstream connect error: connection refused %(reconnection backoff: '
+      .. 'the next attempt in [%d.e-]+ s; calls fail at once until then%)","details":%[%]}$', hinted)
+    -- gRPC, Connect and gRPC-Web clients are told the same
+    local out = R.capture(BIN .. " call -plaintext -d '{}' 127.0.0.1:" .. down.port .. " gw.Library/Echo 2>&1")
+    assert.matches("ERROR: code = UNAVAILABLE, message = upstream connect error: connection refused", out, 1, true)
+    local connect = R.capture("curl -s -H 'Content-Type: application/json' --data-binary '{}' "
+      .. down.url .. "/gw.Library/Echo")
+    assert.matches('^{"code":"unavailable","message":"upstream connect error: connection refused', connect)
+    local web = R.capture("printf '\\0\\0\\0\\0\\2{}' | curl -s -D - -o /dev/null "
+      .. "-H 'Content-Type: application/grpc-web+json' --data-binary @- " .. down.url .. "/gw.Library/Echo")
+    assert.matches("grpc%-message: upstream connect error: connection refused", web)
+    for _, answer in ipairs { out, connect, web } do
+      assert.is_nil(answer:find("127.0.0.1", 1, true), answer)
+    end
+    helper.stop(down)
+    local f = assert(io.open(down.log))
+    local log = f:read("a")
+    f:close()
+    -- the operator's log has the address, said once for the calls failing alike (within 10 s)
+    local _, said = log:gsub("protocall gateway: upstream call [%w.]+ failed: UNAVAILABLE: connect to "
+      .. "127%.0%.0%.1:%d+: Connection refused", "")
+    assert.are.equal(1, said, log)
+  end)
+
+  it("tells a client whose upstream connection was lost so, without the upstream's address", function()
+    local hangup = helper.spawn("hangup", 0) -- reads what a connection sends first, then closes it
+    local lost = G.start_gateway(BIN, hangup.port, "-I spec/fixtures/protos -proto gateway/library.proto", nil, true)
+    finally(function()
+      helper.stop(lost)
+      helper.stop(hangup)
+      os.remove(lost.log)
+    end)
+    local code, body = G.request(lost, "/v1/shelves/1/books/2")
+    local out = R.capture(BIN .. " call -plaintext -d '{}' 127.0.0.1:" .. lost.port .. " gw.Library/Echo 2>&1")
+    helper.stop(lost)
+    local f = assert(io.open(lost.log))
+    local log = f:read("a")
+    f:close()
+    assert.are.equal(503, code, body)
+    assert.are.equal('{"code":14,"message":"upstream connection lost","details":[]}', body)
+    assert.matches("ERROR: code = UNAVAILABLE, message = upstream connection lost\n", out, 1, true)
+    -- (read from, or write to, the address: what the closing connection failed first)
+    assert.matches("protocall gateway: upstream call gw%.Library%.GetBook failed: UNAVAILABLE: [^\n]*127%.0%.0%.1:"
+      .. hangup.port .. ": ", log)
   end)
 
   it("refuses calls UNAVAILABLE until the upstream's reflection answers, then serves its schema", function()
@@ -577,9 +622,8 @@ describe("protocall gateway with the upstream down at start", function()
     gw = G.start_gateway(BIN, port, "-unbound", nil, true)
     local code, body = G.request(gw, "/faults.Faults/Echo", { body = "{}", method = "POST" })
     assert.are.equal(503, code, body)
-    assert.matches('^{"code":14,"message":"the upstream\'s schema is not read yet: UNAVAILABLE: connect to '
-      .. '127%.0%.0%.1:%d+: Connection refused; the gateway reads it again [%d.]+ s after its last read'
-      .. '","details":%[%]}$', body)
+    assert.matches('^{"code":14,"message":"the upstream\'s schema is not read yet: UNAVAILABLE: upstream connect '
+      .. 'error: connection refused; the gateway reads it again [%d.]+ s after its last read","details":%[%]}$', body)
     -- gRPC clients too (the gateway's own reflection included)
     local out = R.capture(BIN .. " call -plaintext -d '{}' 127.0.0.1:" .. gw.port .. " faults.Faults/Echo 2>&1")
     assert.matches("code = UNAVAILABLE, message = the upstream's schema is not read yet: ", out, 1, true)
@@ -635,6 +679,23 @@ describe("protocall gateway refusing to start", function()
     os.remove(rules)
     assert.are.equal("protocall gateway: rest: http rules: rule 2: selector 'gw.Nope.M' names no method of the "
       .. "services\nstatus 1\n", out)
+  end)
+
+  it("exits naming the rule (from 1), its method and pattern, whose pattern does not fit the schema", function()
+    local rules = os.tmpname()
+    write(rules, '{"rules": [{"selector": "gw.Library.Echo", "get": "/e/{text}",'
+      .. ' "additional_bindings": [{"post": "/e", "body": "nope"}]}]}')
+    local out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -rules " .. q(rules)
+      .. " -I spec/fixtures/protos -proto gateway/library.proto 127.0.0.1:1 2>&1; echo status $?")
+    assert.are.equal("protocall gateway: rest: http rules: rule 1: gw.Library.Echo: POST /e: body 'nope': no such "
+      .. "top-level field in gw.EchoRequest\nstatus 1\n", out)
+    write(rules, '{"rules": [{"selector": "gw.Library.Echo", "get": "/e"}, {"selector": "gw.Library.Echo",'
+      .. ' "get": "/e/{nope}"}]}')
+    out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -rules " .. q(rules)
+      .. " -I spec/fixtures/protos -proto gateway/library.proto 127.0.0.1:1 2>&1; echo status $?")
+    os.remove(rules)
+    assert.are.equal("protocall gateway: rest: http rules: rule 2: gw.Library.Echo: GET /e/{nope}: variable 'nope': "
+      .. "no field 'nope' in gw.EchoRequest\nstatus 1\n", out)
   end)
 
   it("exits naming the flag of a -rules file that cannot be read, and a bad -cors as a usage error", function()

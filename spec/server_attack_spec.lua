@@ -292,6 +292,14 @@ describe("pc.listen under bad input", function()
     assert.equals("6 answered: " .. ("status 8, "):rep(5) .. "status 8", rest)
   end)
 
+  -- A whole body (Connect unary) counts the bytes of the body that came,
+  -- not the engine's placeholder prefix.
+  it("ends a Connect unary body that stops RESOURCE_EXHAUSTED, counting its bytes", function()
+    local answer = attack("stallbody:application/json", { stall_timeout = 0.3 })
+    assert.equals('http 429 {"code":"resource_exhausted","message":"request message stalled: 1 byte of the body'
+      .. ' arrived, then nothing for 0.3 s"}', answer)
+  end)
+
   it("holds a client that never reads a server stream to its flow-control window", function()
     local held = tonumber(attack("noread", { stream_window = 65535 }):match("^held (%d+)$"))
     -- The client's windows are h2's defaults (65,535 bytes): the server sent

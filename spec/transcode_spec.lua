@@ -1086,6 +1086,12 @@ describe("rules refused at load", function()
       "http rules: rule 2: selector 'x.Y.Z' names no method of the services")
     assert.has_error(function() pc.transcoder(pool, { http = '{"rules": [{}, {"get": 5}]}' }) end,
       "http rules: rule 2: $.rules[1].get: string expected, got a number at offset 23")
+    -- a rule that does not fit its method's types: its number, then the method and pattern
+    -- (the last rule of a method wins: its number)
+    local unfit = '{"rules": [{"selector": "example.v1.Messaging.Unbound", "get": "/b"},'
+      .. ' {"selector": "example.v1.Messaging.Unbound", "get": "/a/{nope}"}]}'
+    assert.has_error(function() pc.transcoder(pool, { http = unfit }) end, "http rules: rule 2: "
+      .. "example.v1.Messaging.Unbound: GET /a/{nope}: variable 'nope': no field 'nope' in example.v1.Message")
     -- a google.api.Service's http member: its own error, not that of reading the text as google.api.Http
     assert.has_error(function() pc.transcoder(pool, { http = '{"http": {"rules": [{}, {"get": 5}]}}' }) end,
       "http rules: rule 2: $.http.rules[1].get: string expected, got a number at offset 32")

@@ -1402,4 +1402,8 @@ void lpc_open_net(lua_State *L) {
   lua_setfield(L, -2, "__metatable");
   lua_pop(L, 1);
   luaL_setfuncs(L, funcs, 0);
+  /* core.web_accept_post: the content types core.web_classify takes, as a
+   * 415's Accept-Post lists them */
+  lua_pushliteral(L, PC_WEB_ACCEPT_POST);
+  lua_setfield(L, -2, "web_accept_post");
 }

@@ -884,13 +884,7 @@ static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
     nghttp2_nv h[10] = {
         PC_GRPC_NV(":status", "415"), PC_GRPC_NV("content-type", "text/plain"),
         PC_GRPC_NV("grpc-message", "content-type must be gRPC's, gRPC-Web's or Connect's"),
-        PC_GRPC_NV("accept-post",
-                   "application/grpc, application/grpc+proto, application/grpc+json, "
-                   "application/grpc-web, "
-                   "application/grpc-web+proto, application/grpc-web+json, "
-                   "application/grpc-web-text, application/grpc-web-text+proto, "
-                   "application/grpc-web-text+json, application/connect+proto, "
-                   "application/connect+json, application/proto, application/json")};
+        PC_GRPC_NV("accept-post", PC_WEB_ACCEPT_POST)};
     size_t n = 4;
     push_cors(s, h, &n);
     s->finished = s->cancelled = 1;
@@ -1438,7 +1432,11 @@ size_t pc_GrpcServerConn_Running(const pc_GrpcServerConn *c) {
 static void fail_stalled(pc_GrpcServerCall *s) {
   size_t have = pc_GrpcInbox_Partial(&s->in), need = pc_GrpcInbox_Expected(&s->in);
   double t = s->c->stall_timeout;
-  if (need > 0)
+  if (whole_body(s)) /* its prefix is the engine's placeholder, not the client's */
+    fail(s, kPc_Code_ResourceExhausted,
+         "request message stalled: %zu byte%s of the body arrived, then nothing for %g s", have - 5,
+         have - 5 == 1 ? "" : "s", t);
+  else if (need > 0)
     fail(s, kPc_Code_ResourceExhausted,
          "request message stalled: %zu of %zu bytes arrived, then nothing for %g s", have, need, t);
   else

@@ -44,6 +44,14 @@ typedef enum {
                                   * plain_http (server.h) */
 } pc_WebProtocol;
 
+/* The content types pc_Web_Classify takes, as an HTTP 415's Accept-Post
+ * lists them (connect-go's answer to a request with none of them). */
+#define PC_WEB_ACCEPT_POST                                                                         \
+  "application/grpc, application/grpc+proto, application/grpc+json, application/grpc-web, "        \
+  "application/grpc-web+proto, application/grpc-web+json, application/grpc-web-text, "             \
+  "application/grpc-web-text+proto, application/grpc-web-text+json, "                              \
+  "application/connect+proto, application/connect+json, application/proto, application/json"
+
 /* How the messages are written: protobuf's binary form or its JSON form. */
 typedef enum { kPc_WebCodec_Proto = 0, kPc_WebCodec_Json } pc_WebCodec;
 

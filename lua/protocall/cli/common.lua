@@ -114,6 +114,14 @@ function M.parse(cmd, spec, args, first)
   return flags, rest
 end
 
+-- why = io_reason(path, err): io's error text about file `path` without
+-- its "path: " prefix ("No such file or directory").
+local function io_reason(path, err)
+  local why = tostring(err)
+  if why:sub(1, #path + 2) == path .. ": " then return why:sub(#path + 3) end
+  return why
+end
+
 --- s = read_input(path [, flag]): the bytes of file `path`, or of standard
 -- input for nil or "-". Fails saying why ("x.json: No such file or
 -- directory"); with `flag`, naming it as the TLS flags do ("-rules
@@ -127,8 +135,7 @@ local function read_input(path, flag)
     f:close()
   end
   if s then return s end
-  why = tostring(why)
-  if why:sub(1, #path + 2) == path .. ": " then why = why:sub(#path + 3) end
+  why = io_reason(path, why)
   fail(flag and format("%s '%s': cannot be read: %s", flag, path, why) or path .. ": " .. why)
 end
 
@@ -510,7 +517,7 @@ local function check_tls_file(flag, path, not_pem)
   end
   if f then f:close() end
   if why then
-    fail(where .. "cannot be read: " .. (why:sub(1, #path + 2) == path .. ": " and why:sub(#path + 3) or why))
+    fail(where .. "cannot be read: " .. io_reason(path, why))
   end
   if not found then fail(where .. not_pem) end
 end

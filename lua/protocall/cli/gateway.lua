@@ -10,13 +10,13 @@ local sched = require "protocall.sched"
 local reflection = require "protocall.rpc.reflection"
 local http_rules = require "protocall.http.rules"
 
-local ipairs, pairs, pcall, tostring, error, getmetatable, type =
-  ipairs, pairs, pcall, tostring, error, getmetatable, type
+local ipairs, pairs, pcall, tostring, error, getmetatable = ipairs, pairs, pcall, tostring, error, getmetatable
 local format, concat, sort = string.format, table.concat, table.sort
 local stderr, usage_error, fail = common.stderr, common.usage_error, common.fail
 local max, now, forwarding = math.max, sched.now, require("protocall.rpc.server").forwarding
 local metadata_problem = require("protocall.core").metadata_problem
 local seconds_problem = require("protocall.internal").seconds_problem
+local upstream_failure = require("protocall.http.web").upstream_failure
 
 local M = {}
 
@@ -100,14 +100,52 @@ local function gateway_hint(text)
   return common.backoff_hint(text, "; calls fail at once until then)")
 end
 
+-- `err` without the client channel's reconnection backoff hint (the
+-- gateway's reads come on its own schedule).
+local function without_hint(err)
+  return (tostring(err):gsub(" %(reconnection backoff: [^)]*%)", ""))
+end
+
+-- Seconds within which one failure of upstream calls is logged once.
+local FAILURE_QUIET = 10
+-- failure (without_hint) -> when it was last logged; emptied past FAILURE_KEPT entries
+local failures_said, failures_kept = {}, 0
+local FAILURE_KEPT = 64
+
+-- Logs on stderr the failure `err` (a pc.Error) the gateway's channel
+-- gave the upstream call of method `method`, which its client is told
+-- without the upstream's address: once for the calls failing so within
+-- FAILURE_QUIET seconds (the backoff hint's figure aside), so that a
+-- flood of calls is one line.
+local function log_failure(method, err)
+  local key, t = without_hint(err.message), now()
+  local last = failures_said[key]
+  if last and t - last < FAILURE_QUIET then return end
+  if not last then
+    failures_kept = failures_kept + 1
+    if failures_kept > FAILURE_KEPT then failures_said, failures_kept = {}, 1 end
+  end
+  failures_said[key] = t
+  stderr:write(format("protocall gateway: upstream call %s failed: %s: %s\n", tostring(method), err.code,
+    gateway_hint(err.message)))
+  stderr:flush()
+end
+
 -- The upstream's failure as the gateway's: a pc.Error keeps its code,
--- message (its backoff hint as gateway_hint says it) and details; its
--- trailers become the gateway's.
+-- message and details, its trailers becoming the gateway's; one the
+-- gateway's channel gave (no connection, a connection lost: not a status
+-- the upstream sent) says its class alone, without the upstream's
+-- address (web.upstream_failure; the backoff hint's timing kept), the
+-- whole message going to stderr (log_failure).
 local function relay_error(ctx, err)
   if getmetatable(err) == pc.Error then
     pass_back(ctx, err.headers, err.metadata)
     err.metadata = nil
-    if type(err.message) == "string" then err.message = gateway_hint(err.message) end
+    local text = upstream_failure(err)
+    if text then
+      log_failure(ctx.method, err)
+      err.message = text
+    end
   end
   error(err, 0)
 end
@@ -281,12 +319,6 @@ local function reflect(r)
   return { pool = r.pool, services = names, key = concat(key, "\0") }
 end
 
--- `err` without the client channel's reconnection backoff hint (the
--- gateway's reads come on its own schedule).
-local function without_hint(err)
-  return (tostring(err):gsub(" %(reconnection backoff: [^)]*%)", ""))
-end
-
 -- say(line) writes "protocall gateway: LINE" on stderr unless it is the
 -- last line written but for its reconnection backoff's figure; say(nil)
 -- forgets the last line.
@@ -316,11 +348,14 @@ local function unreachable_error(err)
 end
 
 -- What every call is answered while no schema was read (`err`: why, the
--- client channel's backoff hint left out; `next_in`: seconds to the
--- gateway's next read after the last).
+-- client channel's backoff hint left out, a failure of the gateway's
+-- channel as its class without the upstream's address, which stderr has:
+-- web.upstream_failure; `next_in`: seconds to the gateway's next read
+-- after the last).
 local function not_read(err, next_in)
+  local text = upstream_failure(err)
   return pc.Error { code = "UNAVAILABLE", message = format("the upstream's schema is not read yet: %s; the gateway"
-    .. " reads it again %.2g s after its last read", without_hint(err), next_in) }
+    .. " reads it again %.2g s after its last read", without_hint(text and err.code .. ": " .. text or err), next_in) }
 end
 
 -- Reads the upstream's schema again every `seconds` (a task of the

@@ -138,10 +138,15 @@ local function pattern_of(rule)
   return which:upper(), rule[which]
 end
 
--- One route of one binding (rule or additional binding) of method `m`.
-local function compile(self, m, rule, nested)
+-- One route of one binding (rule or additional binding) of method `m`;
+-- `n`: the rule's number among those given apart (opts.http), from 1,
+-- which its errors lead with as its reading's errors do (rules_error),
+-- else (an annotation) nil.
+local function compile(self, m, rule, nested, n)
   local http_method, path, label = pattern_of(rule)
-  local what = format("%s: rule %s", m.full_name, http_method and describe(http_method, path) or label or "?")
+  local pattern = http_method and describe(http_method, path) or label or "?"
+  local what = n and format("http rules: rule %d: %s: %s", n, m.full_name, pattern)
+    or format("%s: rule %s", m.full_name, pattern)
   if not http_method then return nil, what .. ": " .. path end
   if nested and #rule.additional_bindings > 0 then
     return nil, what .. ": additional_bindings must not nest (one level only)"
@@ -302,7 +307,7 @@ function M.compile(pool, services, opts)
     if not s then return nil, format("no service '%s' in the pool", sname) end
     for _, m in ipairs(s.methods) do methods[m.full_name] = m; methods[#methods + 1] = m end
   end
-  local rules = annotations(pool, wanted)
+  local rules, numbers = annotations(pool, wanted), {}
   if opts.http ~= nil then
     local http, err = http_config(opts.http)
     if not http then return nil, err end
@@ -312,16 +317,16 @@ function M.compile(pool, services, opts)
       if not methods[sel] then
         return nil, format("http rules: rule %d: selector '%s' names no method of the services", i, sel)
       end
-      rules[sel] = rule
+      rules[sel], numbers[sel] = rule, i
     end
   end
   for _, m in ipairs(methods) do
-    local rule = rules[m.full_name]
+    local rule, n = rules[m.full_name], numbers[m.full_name]
     if rule then
-      local ok, err = compile(self, m, rule, false)
+      local ok, err = compile(self, m, rule, false, n)
       if not ok then return nil, err end
       for _, extra in mipairs(rule.additional_bindings) do
-        ok, err = compile(self, m, extra, true)
+        ok, err = compile(self, m, extra, true, n)
         if not ok then return nil, err end
       end
     elseif opts.unbound then

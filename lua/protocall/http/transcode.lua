@@ -282,7 +282,8 @@ end
 -- tc:timeout puts them together with the request's Grpc-Timeout). Raises on a bad option and on an
 -- invalid or conflicting rule, naming the method, the rule and what is
 -- wrong: "t.S.Get: rule GET /v1/{nope}: variable 'nope': no field 'nope'
--- in t.Req"; two rules with the same HTTP method and template shape;
+-- in t.Req" (a rule of `http` led by its number there, from 1: "http
+-- rules: rule 2: t.S.Get: GET /v1/{nope}: ..."); two rules with the same HTTP method and template shape;
 -- '**' not last; a body or response_body naming no top-level field; a
 -- variable bound to a repeated, map or message field (well-known types
 -- with a string form excepted); nested additional_bindings; a GET with a

@@ -59,6 +59,77 @@ function M.methods(pool, services)
   return out
 end
 
+-- What a connection attempt's failure says (channel.c's "connect to
+-- HOST:PORT: why", resolve.c's "resolve NAME: why", a TLS handshake's
+-- "TLS handshake with ...") as its class, checked in order against the
+-- message, the address left out (the text after the last ": " for
+-- "connect to"); any other: "connection failure".
+local CONNECT_CLASSES = {
+  { "^resolve ", "name not resolved", true },
+  { "TLS handshake", "TLS handshake failed", true },
+  { "[Rr]efused", "connection refused" },
+  { "[Tt]imed out", "connection timed out" },
+  { "^not connected within", "connection timed out" },
+  { "^no HTTP/2 SETTINGS", "no HTTP/2 from the upstream" },
+  { "[Uu]nreachable", "upstream unreachable" },
+  { "[Nn]o route to host", "upstream unreachable" },
+}
+
+-- The class of the failed connection attempt `m` (its backoff hint left out).
+local function connect_class(m)
+  local tail = m:match("^connect to .*: ([^:]*)$")
+  for _, c in ipairs(CONNECT_CLASSES) do
+    if (c[3] and m or tail or ""):find(c[1]) then return c[2] end
+  end
+  return "connection failure"
+end
+
+-- The channel's own DEADLINE_EXCEEDED texts of a call that had no ready
+-- connection (channel.c, balancer.lua): they name the upstream's address
+-- or name.
+local NO_CONNECTION = { "^deadline exceeded waiting for a connection", "^deadline exceeded %(connected to ",
+  "^deadline exceeded while resolving " }
+
+--- text | nil = web.upstream_failure(err): what a gateway tells its client
+-- of the failure `err` of its upstream call when the gateway's channel
+-- failed it (not a status the upstream sent, which passes unchanged:
+-- nil), in place of the message naming the upstream's address, which the
+-- gateway logs instead: "upstream connect error: CLASS" when no
+-- connection took the call (`err.unsent`, or a "connect to", "resolve"
+-- or TLS failure, a "resolve NAME: why" even without `unsent`; CLASS "connection refused", "connection timed out",
+-- "name not resolved", "TLS handshake failed", "no HTTP/2 from the
+-- upstream", "upstream unreachable" or "connection failure"), "upstream
+-- connection lost" when its connection failed under it (`err.lost`),
+-- "upstream timed out: no connection before the deadline" for a deadline
+-- that passed while the channel had no ready connection; a reconnection
+-- backoff's hint is kept, its timing only ("(reconnection backoff: the
+-- next attempt in 0.97 s; calls fail at once until then)").
+function M.upstream_failure(err)
+  if type(err) ~= "table" then return nil end
+  local code, m = err.code, err.message
+  if type(m) ~= "string" then return nil end
+  local base, hint = m:match("^(.-) (%(reconnection backoff: [^()]*%))$")
+  base = base or m
+  local text
+  -- (a dns:/// name the balancer could not resolve fails so without `unsent`)
+  if code == "UNAVAILABLE" and (err.unsent or err.lost or base:find("^resolve [^ ]+: ")) then
+    local attempt = base:find("^connect to ") or base:find("^resolve ") or base:find("TLS handshake", 1, true)
+    text = (err.unsent or attempt) and "upstream connect error: " .. connect_class(base)
+      or "upstream connection lost"
+  elseif code == "DEADLINE_EXCEEDED" then
+    for _, p in ipairs(NO_CONNECTION) do
+      if base:find(p) then
+        text = "upstream timed out: no connection before the deadline"
+        break
+      end
+    end
+  end
+  if not text then return nil end
+  if not hint then return text end
+  hint = hint:gsub("; a transport with wait_for_ready waits for it%)$", "; calls fail at once until then)")
+  return text .. " " .. hint
+end
+
 --- protocol, codec | nil = web.classify(http_method, content_type):
 -- "grpc-web", "grpc-web-text", "connect" (unary) or "connect-stream", and
 -- "proto" or "json"; nil for anything else (plain gRPC included: a

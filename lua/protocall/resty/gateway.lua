@@ -26,6 +26,7 @@ local ngx = rawget(_G, "ngx")
 local pc = require "protocall"
 local resty = require "protocall.resty"
 local web = require "protocall.http.web"
+local core = require "protocall.core"
 local reflection = require "protocall.rpc.reflection"
 local ruleless_types = require("protocall.validate").ruleless_types
 local CHECKED, seconds_problem = require("protocall.internal").CHECKED, require("protocall.internal").seconds_problem
@@ -34,6 +35,8 @@ local type, pairs, ipairs, tostring, tonumber, pcall, error, setmetatable =
   type, pairs, ipairs, tostring, tonumber, pcall, error, setmetatable
 local concat, sort, format = table.concat, table.sort, string.format
 local min, huge = math.min, math.huge
+local web_classify, ACCEPT_POST = core.web_classify, core.web_accept_post
+local upstream_failure = web.upstream_failure
 
 local M = {}
 
@@ -207,7 +210,8 @@ local function reflect(state)
     for _, s in ipairs(state.cfg.services or r.services()) do
       if state.cfg.services or not s:find("^grpc%.reflection%.") then
         local ok, err = pcall(r.symbol, s)
-        if not ok then error("service " .. s .. ": " .. reason(err), 0) end
+        -- (a failure of the gateway's channel whole: upstream_failure tells its client its class)
+        if not ok then error(upstream_failure(err) and err or "service " .. s .. ": " .. reason(err), 0) end
         out[#out + 1] = s
       end
     end
@@ -231,7 +235,7 @@ end
 local function fetch(premature, route, state)
   if premature or reflecting[route] ~= state then return end
   local ok, pool, names, key = pcall(reflect, state)
-  local v, err
+  local v, err, told
   if ok and state.key == key and current[route] and current[route].reflected == state then
     v = current[route] -- the same schema: the version stays
   elseif ok then
@@ -239,13 +243,15 @@ local function fetch(premature, route, state)
     if v then v.reflected, state.key = state, key end
   else
     err = "reflection: " .. reason(pool)
+    told = upstream_failure(pool)
+    told = told and "reflection: " .. pool.code .. ": " .. told
   end
   if reflecting[route] ~= state then return end -- configured again meanwhile
   if v then
     current[route] = v
-    state.err = nil
+    state.err, state.told = nil, nil
   else
-    state.err = err
+    state.err, state.told = err, told or err
     local old = current[route]
     ngx.log(ngx.ERR, "protocall.resty.gateway: ", route, ": schema from the upstream's reflection not taken, ",
       old and ("version " .. old.version .. " stays: ") or "no version yet: ", err)
@@ -599,11 +605,27 @@ local function gone()
   return ngx.exit(ngx.headers_sent and ngx.OK or 499)
 end
 
+-- The failure `err` of an upstream call of version `v` as its client is
+-- told it: one the gateway's channel gave (no connection took the call,
+-- its connection was lost: web.upstream_failure) says its class without
+-- the upstream's address, the whole message going to nginx's error log
+-- (ERR); any other (a status the upstream sent, the gateway's refusal of
+-- bad input) as it is.
+local function told(v, err)
+  local text = upstream_failure(err)
+  if text then
+    ngx.log(ngx.ERR, "protocall.resty.gateway: ", v.route, ": upstream call failed: ", err.code, ": ", err.message)
+    err.message = text
+  end
+  return err
+end
+
 -- Writes the HTTP answer of a failure (a pc.Error or the transport's
 -- error object) with its response metadata as headers.
 local function answer_error(v, err)
   if resty.aborted() then return gone() end
   if type(err) ~= "table" then err = { code = "INTERNAL", message = tostring(err) } end
+  err = told(v, err)
   local status, body, ct = v.tc:error(err)
   set_headers(v, { headers = err.headers, trailers = err.metadata })
   ngx.status = status
@@ -619,6 +641,17 @@ local function bare_error(status, code, message)
   ngx.print(format('{"code":%d,"message":"%s","details":[]}', code, (message:gsub('[%c"\\]', "?"))))
 end
 
+-- A POST to a method's own path with no content type of gRPC, gRPC-Web or
+-- Connect (none, or text/plain): 415 with the types taken in Accept-Post,
+-- as connect-go and `protocall gateway` (lua/protocall/rpc/rest.lua) answer.
+local function unsupported_type()
+  local body = "content-type must be gRPC's, gRPC-Web's or Connect's (see Accept-Post)\n"
+  ngx.status = 415
+  ngx.header["Content-Type"] = "text/plain"
+  ngx.header["Content-Length"] = #body
+  ngx.header["Accept-Post"] = ACCEPT_POST
+  ngx.print(body)
+end
 
 -- The value of header `name` in `headers` (ngx.req.get_headers(n, true):
 -- names as sent) when it came spelt `name` or `lower` alone (the first of
@@ -724,8 +757,8 @@ local function answer_stream(v, route, nextmsg, metadata)
     ok, bytes = pcall(nextmsg)
     if not ok then
       if resty.aborted() then return end
-      ngx.print(tc:stream_error(type(bytes) == "table" and bytes or { code = "INTERNAL", message = tostring(bytes) },
-        kind))
+      ngx.print(tc:stream_error(type(bytes) == "table" and told(v, bytes) or { code = "INTERNAL",
+        message = tostring(bytes) }, kind))
       ngx.flush(true)
       return
     end
@@ -765,9 +798,9 @@ local PLAIN = setmetatable({ with_metadata = "present" }, CHECKED)
 ---------------------------------------------------------------------------
 -- gRPC-Web and Connect clients in front of the gRPC upstream (cfg.web)
 
-local function web_failure(a, err)
+local function web_failure(v, a, err)
   if resty.aborted() then return gone() end
-  local status, headers, body = a:failure(err)
+  local status, headers, body = a:failure(type(err) == "table" and told(v, err) or err)
   ngx.status = status
   put_headers(headers)
   ngx.header["Content-Length"] = #body
@@ -777,9 +810,10 @@ end
 -- A call of a streaming method (any shape; the request messages are all
 -- in the body): the head waits for the first answer, each message is
 -- flushed as it comes, the end carries the status and trailers.
-local function web_stream(t, a, m, list, settings)
+local function web_stream(v, a, m, list, settings)
+  local t = v.transport
   local ok, call = pcall(t.stream, t, m.path, settings)
-  if not ok then return web_failure(a, call) end
+  if not ok then return web_failure(v, a, call) end
   local first
   ok, first = pcall(function()
     for _, bytes in ipairs(list) do call:send(bytes) end
@@ -788,7 +822,7 @@ local function web_stream(t, a, m, list, settings)
   end)
   if not ok then
     call:close()
-    return web_failure(a, first)
+    return web_failure(v, a, first)
   end
   local status, headers = a:head(call:metadata().headers)
   ngx.status = status
@@ -806,7 +840,7 @@ local function web_stream(t, a, m, list, settings)
     ok, bytes = pcall(call.recv, call)
     if not ok then
       call:close()
-      ngx.print(a:finish(bytes))
+      ngx.print(a:finish(type(bytes) == "table" and told(v, bytes) or bytes))
       return
     end
   end
@@ -834,26 +868,26 @@ end
 local function handle_web(v, m, protocol, codec, path)
   local a = web.answer(protocol, codec, m)
   if not m then
-    return web_failure(a, pc.Error { code = "UNIMPLEMENTED", message = "no method " .. path:sub(1, 200) })
+    return web_failure(v, a, pc.Error { code = "UNIMPLEMENTED", message = "no method " .. path:sub(1, 200) })
   end
   if protocol == "connect" and (m.client_streaming or m.server_streaming) then
-    return web_failure(a, pc.Error { code = "UNIMPLEMENTED", message = m.full_name
+    return web_failure(v, a, pc.Error { code = "UNIMPLEMENTED", message = m.full_name
       .. " is a streaming method: Connect's streaming protocol (application/connect+" .. codec .. ") calls it" })
   end
   local md, timeout = web.metadata(protocol, ngx.req.get_headers(200))
-  if not md then return web_failure(a, timeout) end
+  if not md then return web_failure(v, a, timeout) end
   local body, berr = read_body(v)
-  if not body then return web_failure(a, berr) end
+  if not body then return web_failure(v, a, berr) end
   local list, err = web.requests(protocol, codec, m, body, ngx.var.http_content_encoding, checks(v, m))
-  if not list then return web_failure(a, err) end
+  if not list then return web_failure(v, a, err) end
   local settings = { metadata = md, timeout = timeout }
   if v.timeout then settings.timeout = timeout and min(timeout, v.timeout) or v.timeout end
   resty.cancel_on_abort()
+  if m.client_streaming or m.server_streaming then return web_stream(v, a, m, list, settings) end
   local t = v.transport
-  if m.client_streaming or m.server_streaming then return web_stream(t, a, m, list, settings) end
   settings.with_metadata = true
   local ok, bytes, mdr = pcall(t.unary, t, m.path, list[1], settings)
-  if not ok then return web_failure(a, bytes) end
+  if not ok then return web_failure(v, a, bytes) end
   local status, headers, out
   ok, err = pcall(function()
     if protocol == "connect" then
@@ -863,7 +897,7 @@ local function handle_web(v, m, protocol, codec, path)
       out = a:message(bytes) .. a:finish(nil, mdr.trailers)
     end
   end)
-  if not ok then return web_failure(a, err) end
+  if not ok then return web_failure(v, a, err) end
   ngx.status = status
   put_headers(headers)
   ngx.header["Content-Length"] = #out
@@ -908,7 +942,12 @@ end
 -- it, each message flushed as it arrives, a failure after the first
 -- message as a last `{"error": ...}` line. A failure before the answer
 -- (no rule, bad input, the call's status) is a google.rpc.Status JSON
--- body with the mapped HTTP status (tc:error); a route with no version is
+-- body with the mapped HTTP status (tc:error); a failure of the gateway's
+-- channel rather than a status the upstream sent (no connection took the
+-- call, its connection was lost) says its class without the upstream's
+-- address ("upstream connect error: connection refused",
+-- web.upstream_failure), in every protocol and in a stream's last line,
+-- the whole message going to nginx's error log (ERR, each request); a route with no version is
 -- 503 UNAVAILABLE, and said once a worker in nginx's error log (ERR)
 -- with the names of the routes the worker has. With `shared`, the route's number in that ngx.shared
 -- dict is read first (one dict get) and a newer configuration compiled
@@ -945,7 +984,7 @@ function M.handle(route, opts)
     if state then
       start_fetch(route, state)
       return bare_error(503, 14, "gateway route '" .. route .. "': no schema yet from the upstream's reflection"
-        .. (state.err and ": " .. state.err or " (being fetched)"))
+        .. (state.told and ": " .. state.told or " (being fetched)"))
     end
     unconfigured(route, opts and opts.shared)
     return bare_error(503, 14, "no configuration for gateway route '" .. route .. "'")
@@ -970,7 +1009,13 @@ function M.handle(route, opts)
     end
   end
   local r, bindings, query = tc:match(ngx.req.get_method(), target)
-  if not r then return answer_error(v, bindings) end
+  if not r then
+    if web_methods and web_methods[target:match("^[^?#]*")] and ngx.req.get_method() == "POST"
+      and not web_classify("POST", ngx.var.content_type) then
+      return unsupported_type()
+    end
+    return answer_error(v, bindings)
+  end
   local headers = ngx.req.get_headers(200, true) -- raw: errors name headers as sent
   local md, timeout = tc:metadata(headers)
   if not md then return answer_error(v, timeout) end

@@ -7,6 +7,7 @@
 -- text/event-stream), a failure as a google.rpc.Status body with its
 -- HTTP status. The C engine (core/net/server.h, plain_http) reads the
 -- body whole and writes what is given here.
+local core_module = require "protocall.core"
 local errors = require "protocall.errors"
 local internal = require "protocall.internal"
 local sched = require "protocall.sched"
@@ -128,14 +129,9 @@ function M.refuse(self, call, err)
   return answer_error(self.rest, call, err)
 end
 
--- The content types of gRPC, gRPC-Web and Connect requests, as the 415 of
--- a request that has none of them lists them (core/net/server.c's).
-local ACCEPT_POST = "application/grpc, application/grpc+proto, application/grpc+json, application/grpc-web, "
-  .. "application/grpc-web+proto, application/grpc-web+json, application/grpc-web-text, "
-  .. "application/grpc-web-text+proto, application/grpc-web-text+json, application/connect+proto, "
-  .. "application/connect+json, application/proto, application/json"
-local OURS = {}
-for t in ACCEPT_POST:gmatch("[^, ]+") do OURS[t] = true end
+-- The content types of gRPC, gRPC-Web and Connect requests, as the core
+-- classifies them and lists them in a 415's Accept-Post.
+local web_classify, ACCEPT_POST = core_module.web_classify, core_module.web_accept_post
 
 -- rest.serve(listener, call): answers one REST request (a task of the
 -- scheduler, as listen.lua's run_call).
@@ -145,7 +141,7 @@ function M.serve(self, call)
   local route, bindings, query = tc:match(call:http_method(), target)
   local server = self.server
   if not route and call:http_method() == "POST" and server.methods[target:match("^[^?]*")]
-    and not OURS[(call:content_type() or ""):match("^[^;]*"):lower():match("^%s*(.-)%s*$")] then
+    and not web_classify("POST", call:content_type()) then
     -- a method's own path without a content type of gRPC, gRPC-Web or
     -- Connect (none, or text/plain): what connect-go answers, not 404
     local body = "content-type must be gRPC's, gRPC-Web's or Connect's (see Accept-Post)\n"

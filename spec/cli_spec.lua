@@ -740,6 +740,150 @@ message M {
       "}", "" }, "\n"), out)
   end)
 
+  -- A file that sets options of every kind, in a new folder: the folder.
+  local OPTIONS_PROTO = [[
+syntax = "proto3";
+package d;
+import "google/api/annotations.proto";
+import "buf/validate/validate.proto";
+message P {
+  option deprecated = true;
+  int32 x = 1 [deprecated = true, json_name = "xx"];
+  repeated int32 r = 2 [packed = false];
+  string email = 3 [(buf.validate.field).string.email = true, (buf.validate.field).string.min_len = 3];
+  string snake_case = 4 [json_name = "snakeCase"];
+  oneof o {
+    option (buf.validate.oneof).required = true;
+    int32 a = 5;
+    string b = 6;
+  }
+}
+enum E { option allow_alias = true; E0 = 0; E1 = 1 [deprecated = true]; E2 = 1; }
+service S {
+  option deprecated = true;
+  rpc M(P) returns (P) {
+    option (google.api.http) = { get: "/v1/p/{x}" additional_bindings { post: "/v1/p" body: "*" } };
+    option deprecated = true;
+  }
+}
+]]
+  local function options_dir()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert.is_true(os.execute("mkdir -p " .. dir))
+    local f = assert(io.open(dir .. "/d.proto", "wb"))
+    f:write(OPTIONS_PROTO)
+    f:close()
+    return dir
+  end
+  local OPTIONS_DESCRIBED = {
+    ["d.S"] = table.concat({
+      "d.S is a service:",
+      "service S {",
+      "  option deprecated = true;",
+      "  rpc M ( .d.P ) returns ( .d.P ) {",
+      "    option deprecated = true;",
+      '    option (.google.api.http) = { get: "/v1/p/{x}" additional_bindings { post: "/v1/p" body: "*" } };',
+      "  }",
+      "}", "" }, "\n"),
+    ["d.P"] = table.concat({
+      "d.P is a message:",
+      "message P {",
+      "  option deprecated = true;",
+      '  int32 x = 1 [json_name = "xx", deprecated = true];',
+      "  repeated int32 r = 2 [packed = false];",
+      "  string email = 3 [(.buf.validate.field) = { string { min_len: 3 email: true } }];",
+      "  string snake_case = 4;",
+      "  oneof o {",
+      "    option (.buf.validate.oneof) = { required: true };",
+      "    int32 a = 5;",
+      "    string b = 6;",
+      "  }",
+      "}", "" }, "\n"),
+    ["d.E"] = table.concat({
+      "d.E is an enum:",
+      "enum E {",
+      "  option allow_alias = true;",
+      "  E0 = 0;",
+      "  E1 = 1 [deprecated = true];",
+      "  E2 = 1;",
+      "}", "" }, "\n"),
+  }
+
+  it("prints the options of services, methods, messages, fields, oneofs, enums and enum values", function()
+    local dir = options_dir()
+    local got = {}
+    for _, sym in ipairs { "d.S", "d.P", "d.E", "d.S.M", "d.P.x" } do
+      got[sym] = { run(BIN .. " describe -I " .. dir .. " -proto d.proto " .. sym) }
+    end
+    os.execute("rm -rf " .. dir)
+    for sym, want in pairs(OPTIONS_DESCRIBED) do
+      assert.are.equal(0, got[sym][3], got[sym][2])
+      assert.are.equal(want, got[sym][1])
+    end
+    assert.are.equal("d.S.M is a method:\nrpc M ( .d.P ) returns ( .d.P ) {\n  option deprecated = true;\n"
+      .. '  option (.google.api.http) = { get: "/v1/p/{x}" additional_bindings { post: "/v1/p" body: "*" } };\n}\n',
+      got["d.S.M"][1])
+    assert.are.equal('d.P.x is a field:\nint32 x = 1 [json_name = "xx", deprecated = true];\n', got["d.P.x"][1])
+  end)
+
+  it("prints string and bytes defaults C-escaped, as protoc writes them", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert.is_true(os.execute("mkdir -p " .. dir))
+    local f = assert(io.open(dir .. "/df.proto", "wb"))
+    f:write('syntax = "proto2"; package df;\nmessage M { optional string s = 1 [default = "a\\nb\\"c"]; '
+      .. 'optional bytes b = 2 [default = "\\001x\\\\"]; }\n')
+    f:close()
+    local out, err, code = run(BIN .. " describe -I " .. dir .. " -proto df.proto df.M")
+    os.execute("rm -rf " .. dir)
+    assert.are.equal(0, code, err)
+    assert.are.equal('df.M is a message:\nmessage M {\n  optional string s = 1 [default = "a\\nb\\"c"];\n'
+      .. '  optional bytes b = 2 [default = "\\001x\\\\"];\n}\n', out)
+  end)
+
+  it("prints an option whose extension the schema lacks by its number", function()
+    local pc = require "protocall"
+    local pool = pc.pool()
+    assert(pool:load([[
+syntax = "proto3";
+package u;
+import "google/protobuf/descriptor.proto";
+extend google.protobuf.MethodOptions { repeated int32 tags = 50002; }
+message E {}
+service S { rpc M(E) returns (E) { option (tags) = 1; option (tags) = 2; option deprecated = true; } }
+]], { name = "u.proto" }))
+    local fd = pool:file_descriptor("u.proto")
+    fd.extension = {} -- a set whose file uses an extension it no longer declares
+    local set = write_tmp(pc.encode(pool:type("google.protobuf.FileDescriptorSet") { file = { fd } }))
+    local out, err, code = run(BIN .. " describe -protoset " .. set .. " u.S.M")
+    os.remove(set)
+    assert.are.equal(0, code, err)
+    assert.are.equal("u.S.M is a method:\nrpc M ( .u.E ) returns ( .u.E ) {\n  option deprecated = true;\n"
+      .. "  option (50002) = 1;\n  option (50002) = 2;\n}\n", out)
+  end)
+
+  it("takes a -proto file by its path within an -I path, as protoc does", function()
+    local dir = options_dir()
+    local base = dir:match("^(.*)/[^/]*$")
+    local out, err, code = run(BIN .. " describe -I " .. dir .. " -proto " .. dir .. "/d.proto d.E")
+    local out2, err2, code2 = run("cd " .. base .. " && " .. BIN .. " list -I ./" .. dir:match("[^/]*$")
+      .. "/ -proto " .. dir:match("[^/]*$") .. "/d.proto")
+    local out3, err3, code3 = run(BIN .. " list -I " .. base .. " -proto " .. dir .. "/d.proto")
+    local out4, err4, code4 = run(BIN .. " list -I " .. dir .. "/sub -proto " .. dir .. "/d.proto")
+    os.execute("rm -rf " .. dir)
+    assert.are.equal(0, code, err)
+    assert.are.equal(OPTIONS_DESCRIBED["d.E"], out)
+    assert.are.equal(0, code2, err2)
+    assert.are.equal("d.S\n", out2)
+    assert.are.equal(0, code3, err3)
+    assert.are.equal("d.S\n", out3)
+    assert.are.equal(1, code4)
+    assert.are.equal("", out4)
+    assert.are.equal("protocall list: " .. dir .. "/d.proto: File does not reside within any path specified using "
+      .. "-I (or -import-path); an -I must be an exact prefix of its path (both absolute or both relative).\n", err4)
+  end)
+
   it("lists services and a service's methods", function()
     local out, err, code = run(BIN .. " list " .. ROUTE)
     assert.are.equal(0, code, err)
@@ -1221,6 +1365,44 @@ describe("protocall serve", function()
     os.execute("kill " .. pid)
     error("protocall serve did not start")
   end
+
+  it("describes by reflection the options a local file's describe prints", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert.is_true(os.execute("mkdir -p " .. dir))
+    local f = assert(io.open(dir .. "/d.proto", "wb"))
+    f:write([[
+syntax = "proto3";
+package d;
+import "google/api/annotations.proto";
+message P { int32 x = 1 [deprecated = true, json_name = "xx"]; }
+enum E { E0 = 0; E1 = 1 [deprecated = true]; }
+service S { rpc M(P) returns (P) { option (google.api.http) = { get: "/v1/p/{x}" }; option deprecated = true; } }
+]])
+    f:close()
+    f = assert(io.open(dir .. "/s.lua", "wb"))
+    f:write(([[
+local pc = require "protocall"
+assert(pc.load_file(%q, { import_paths = { %q }, name = "d.proto" }))
+return { ["d.S"] = { M = function(p) return p end } }
+]]):format(dir .. "/d.proto", dir))
+    f:close()
+    local port, pid = serve("-listen 127.0.0.1:0 " .. dir .. "/s.lua")
+    local got, want = {}, {}
+    for _, sym in ipairs { "d.S", "d.P", "d.E" } do
+      got[sym] = { run(BIN .. " describe -plaintext 127.0.0.1:" .. port .. " " .. sym) }
+      want[sym] = run(BIN .. " describe -I " .. dir .. " -proto d.proto " .. sym)
+    end
+    os.execute("kill " .. pid)
+    os.execute("rm -rf " .. dir)
+    for _, sym in ipairs { "d.S", "d.P", "d.E" } do
+      assert.are.equal(0, got[sym][3], got[sym][2])
+      assert.are.equal(want[sym], got[sym][1])
+    end
+    assert.matches('    option (.google.api.http) = { get: "/v1/p/{x}" };\n', got["d.S"][1], 1, true)
+    assert.matches('  int32 x = 1 [json_name = "xx", deprecated = true];\n', got["d.P"][1], 1, true)
+    assert.matches("  E1 = 1 [deprecated = true];\n", got["d.E"][1], 1, true)
+  end)
 
   it("serves the services a script returns, with health and reflection on", function()
     local port, pid = serve("-listen 127.0.0.1:0 examples/route_services.lua")

@@ -141,10 +141,55 @@ end
 
 M.read_input = read_input
 
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- A path's parts without "." and empty ones, as protoc canonicalizes
+-- paths, and whether it is absolute.
+local function path_parts(path)
+  local parts = {}
+  for part in path:gmatch("[^/]+") do
+    if part ~= "." then parts[#parts + 1] = part end
+  end
+  return parts, path:sub(1, 1) == "/"
+end
+
+-- The import name of a -proto file given by its path on disk, as protoc
+-- maps one: the rest of the path after the first import path that is a
+-- prefix of it (both absolute or both relative). Fails as protoc does
+-- when none is, or when an earlier import path holds another file of
+-- that name.
+local function import_name(proto, paths)
+  local parts, absolute = path_parts(proto)
+  for i, dir in ipairs(paths) do
+    local prefix, dir_absolute = path_parts(dir)
+    local inside = dir_absolute == absolute and #prefix < #parts
+    for k = 1, inside and #prefix or 0 do inside = inside and prefix[k] == parts[k] end
+    local name = inside and concat(parts, "/", #prefix + 1)
+    if name and not ("/" .. name .. "/"):find("/../", 1, true) then
+      for j = 1, i - 1 do
+        local shadow = paths[j] .. "/" .. name
+        if exists(shadow) then
+          fail(format('%s: Input is shadowed in the -I paths by "%s".  Either use the latter file as your input '
+            .. "or reorder the -I paths so that the former file's location comes first.", proto, shadow))
+        end
+      end
+      return name
+    end
+  end
+  fail(proto .. ": File does not reside within any path specified using -I (or -import-path); an -I must be "
+    .. "an exact prefix of its path (both absolute or both relative).")
+end
+
 --- pool, names = load_schemas(flags): a pool with the files of -proto
 -- (found through -I, as protoc finds them, else a built-in file of that
--- import name, pc.builtin_source, as protoc has its own include folder)
--- and the sets of -protoset; the list of the files named.
+-- import name, pc.builtin_source, as protoc has its own include folder,
+-- else a file on disk by that path within an -I path, named by the rest
+-- of its path as protoc names it) and the sets of -protoset; the list of
+-- the files named.
 function M.load_schemas(flags)
   local pool = pc.pool()
   local paths = {}
@@ -160,11 +205,8 @@ function M.load_schemas(flags)
   for _, proto in ipairs(flags.proto or {}) do
     local path
     for _, dir in ipairs(paths) do
-      local candidate = dir .. "/" .. proto
-      local f = io.open(candidate, "rb")
-      if f then
-        f:close()
-        path = candidate
+      if exists(dir .. "/" .. proto) then
+        path = dir .. "/" .. proto
         break
       end
     end
@@ -173,6 +215,8 @@ function M.load_schemas(flags)
       file, err = pool:load_file(path, { import_paths = paths, name = proto })
     elseif pc.builtin_source(proto) then -- protoc finds it in its own include folder
       file, err = pool:load_file(proto)
+    elseif exists(proto) then
+      file, err = pool:load_file(proto, { import_paths = paths, name = import_name(proto, paths) })
     else
       fail(proto .. ": File not found.")
     end

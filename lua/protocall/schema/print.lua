@@ -3,6 +3,7 @@
 -- messages (pool:file_descriptor) or a server's reflection.
 local core = require "protocall.core"
 local message = require "protocall.message"
+local to_text = require("protocall.text").to_text
 
 local format, concat, sort, tostring, pairs = string.format, table.concat, table.sort, tostring, pairs
 local ipairs = message.ipairs -- repeated fields are containers
@@ -49,18 +50,81 @@ local function map_entry(d, f)
   return nil
 end
 
+-- A string as a quoted text-format literal, C-escaped as protoc writes it.
+local ESCAPE = { ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t", ['"'] = '\\"', ["\\"] = "\\\\" }
+local function quote(s)
+  return '"' .. s:gsub('[%c"\\]', function(c) return ESCAPE[c] or format("\\%03o", c:byte()) end) .. '"'
+end
+
+-- The options that an *Options message `o` (of a descriptor read by
+-- pool:file_descriptor, custom options still unknown fields) sets, as a
+-- list of {name, value}: standard options by name, extensions as
+-- "(.pkg.ext)", an option whose extension the pool lacks by its number
+-- "(50000)"; values in text format, a message's on one line as
+-- `{ get: "/v1" }`, an element of a repeated option each on its own.
+local function options_of(o)
+  local list = {}
+  if o == nil then return list end
+  -- read again with the pool's extensions (the *Options type is the pool's
+  -- own): what does not read that way is printed as it is
+  o = core.decode(core.type_of(o), core.encode(o)) or o
+  local name, inner
+  for line in (to_text(o, { utf8 = true }) .. "\n"):gmatch("(.-)\n") do
+    if inner then
+      if line == "}" then
+        list[#list + 1] = { name, #inner == 0 and "{ }" or "{ " .. concat(inner, " ") .. " }" }
+        inner = nil
+      else
+        inner[#inner + 1] = line:match("^%s*(.-)$")
+      end
+    elseif line ~= "" then
+      local value
+      name, value = line:match("^(%S+): (.*)$")
+      if not name then
+        name = line:match("^(%S+) {$")
+        inner = {}
+      end
+      name = name:match("^%[(.*)%]$") and "(." .. name:sub(2, -2) .. ")" or name:match("^%d+$") and "(" .. name .. ")"
+        or name
+      if value then list[#list + 1] = { name, value } end
+    end
+  end
+  return list
+end
+
+-- "[a = 1, (.b) = 2]" for a field or enum value's options `o` and its
+-- other settings in `first` (a list of "k = v"); "" when there are none.
+local function bracket(first, o)
+  for _, kv in ipairs(options_of(o)) do first[#first + 1] = kv[1] .. " = " .. kv[2] end
+  if #first == 0 then return "" end
+  return " [" .. concat(first, ", ") .. "]"
+end
+
+-- "option k = v;" lines for the options `o` of a message, oneof, enum,
+-- service or method, indented by `ind`.
+local function option_lines(out, ind, o)
+  for _, kv in ipairs(options_of(o)) do out[#out + 1] = format("%soption %s = %s;", ind, kv[1], kv[2]) end
+end
+
+-- A field's JSON name as protoc derives it (descriptor.cc ToJsonName):
+-- each run of '_' dropped and the character after it upper-cased.
+local function default_json_name(name)
+  return (name:gsub("_+(.?)", string.upper))
+end
+
+-- A field's bracket: its default, its json_name when it is not the
+-- derived one (protoc records it always), then its options.
 local function field_options(f)
   local o = {}
-  if f.options then
-    if has(f.options, "packed") then o[#o + 1] = "packed = " .. tostring(f.options.packed) end
-    if f.options.deprecated then o[#o + 1] = "deprecated = true" end
-  end
   if has(f, "default_value") then
     local v = f.default_value
-    o[#o + 1] = "default = " .. ((f.type == 9 or f.type == 12) and format("%q", v) or v)
+    -- protoc keeps a bytes default C-escaped already
+    o[#o + 1] = "default = " .. (f.type == 9 and quote(v) or f.type == 12 and '"' .. v .. '"' or v)
   end
-  if #o == 0 then return "" end
-  return " [" .. concat(o, ", ") .. "]"
+  if has(f, "json_name") and f.json_name ~= default_json_name(f.name) then
+    o[#o + 1] = "json_name = " .. quote(f.json_name)
+  end
+  return bracket(o, f.options)
 end
 
 local print_message
@@ -82,20 +146,26 @@ end
 
 local function print_enum(out, ind, e)
   out[#out + 1] = ind .. "enum " .. e.name .. " {"
-  for _, v in ipairs(e.value) do out[#out + 1] = format("%s  %s = %d;", ind, v.name, v.number) end
+  option_lines(out, ind .. "  ", e.options)
+  for _, v in ipairs(e.value) do
+    out[#out + 1] = format("%s  %s = %d%s;", ind, v.name, v.number, bracket({}, v.options))
+  end
   out[#out + 1] = ind .. "}"
 end
 
 function print_message(out, ind, d, syntax)
   out[#out + 1] = ind .. "message " .. d.name .. " {"
   local inner = ind .. "  "
+  option_lines(out, inner, d.options)
   local oneofs_done = {}
   for _, f in ipairs(d.field) do
     if has(f, "oneof_index") and not f.proto3_optional then
       local idx = f.oneof_index
       if not oneofs_done[idx] then
         oneofs_done[idx] = true
-        out[#out + 1] = inner .. "oneof " .. d.oneof_decl[idx + 1].name .. " {"
+        local oneof = d.oneof_decl[idx + 1]
+        out[#out + 1] = inner .. "oneof " .. oneof.name .. " {"
+        option_lines(out, inner .. "  ", oneof.options)
         for _, g in ipairs(d.field) do
           if has(g, "oneof_index") and g.oneof_index == idx and not g.proto3_optional then
             print_field(out, inner .. "  ", d, g, syntax)
@@ -118,14 +188,25 @@ function print_message(out, ind, d, syntax)
   out[#out + 1] = ind .. "}"
 end
 
-local function method_line(m)
-  return format("rpc %s ( %s%s ) returns ( %s%s );", m.name, m.client_streaming and "stream " or "",
-                m.input_type, m.server_streaming and "stream " or "", m.output_type)
+-- A method as a line "rpc M ( .pkg.In ) returns ( .pkg.Out );", or with
+-- options as a block of their lines, indented by `ind`.
+local function print_method(out, ind, m)
+  local head = format("%srpc %s ( %s%s ) returns ( %s%s )", ind, m.name, m.client_streaming and "stream " or "",
+                      m.input_type, m.server_streaming and "stream " or "", m.output_type)
+  local at = #out + 1
+  option_lines(out, ind .. "  ", m.options)
+  if #out < at then
+    out[at] = head .. ";"
+  else
+    table.insert(out, at, head .. " {")
+    out[#out + 1] = ind .. "}"
+  end
 end
 
 local function print_service(out, s)
   out[#out + 1] = "service " .. s.name .. " {"
-  for _, m in ipairs(s.method) do out[#out + 1] = "  " .. method_line(m) end
+  option_lines(out, "  ", s.options)
+  for _, m in ipairs(s.method) do print_method(out, "  ", m) end
   out[#out + 1] = "}"
 end
 
@@ -171,7 +252,7 @@ end
 function M.describe(name, s)
   local out = { name .. (s.kind == "enum" and " is an " or " is a ") .. s.kind .. ":" }
   if s.kind == "service" then print_service(out, s.d)
-  elseif s.kind == "method" then out[#out + 1] = method_line(s.d)
+  elseif s.kind == "method" then print_method(out, "", s.d)
   elseif s.kind == "message" then print_message(out, "", s.d, s.syntax)
   elseif s.kind == "enum" then print_enum(out, "", s.d)
   else print_field(out, "", s.parent, s.d, s.syntax) end

@@ -1419,6 +1419,22 @@ describe("messages", function()
       fails("bad argument #2 to 'merge' (t.Shape expected, got t.Point)", function() pc.merge(dst, p) end)
     end)
 
+    it("pc.merge merges sub-messages set on both sides at every level", function()
+      -- (the nested merge once took its objects from stack slots its own
+      -- pushes had moved: a crash under LuaJIT, a use after free under ASan)
+      local a = Shape { next = { p = { x = 1 }, next = { p = { x = 1, y = 5 } } } }
+      local keep = a.next.next.p
+      local b = Shape { next = { p = { x = 2 }, next = { p = { x = 3 } } } }
+      pc.merge(a, b)
+      b = nil -- luacheck: ignore 311
+      for _ = 1, 3 do collectgarbage("collect") end
+      assert.are.equal(2, a.next.p.x)
+      assert.are.equal(3, a.next.next.p.x)
+      assert.are.equal(5, a.next.next.p.y)
+      assert.is_true(rawequal(keep, a.next.next.p)) -- merged into, not replaced
+      assert.are.same({ next = { p = { x = 2 }, next = { p = { x = 3, y = 5 } } } }, pc.to_table(a))
+    end)
+
     it("== compares by value", function()
       assert.are.equal(Point { x = 1 }, Point { x = 1 })
       assert.are_not.equal(Point { x = 1 }, Point { x = 2 })

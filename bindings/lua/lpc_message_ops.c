@@ -188,6 +188,9 @@ static int lpc_message_clone(lua_State *L) {
 
 /* Merges the message at 'src' into the object at 'dst' (same type). */
 static void merge(lua_State *L, int dst, int src) {
+  /* (absolute: the anchor and the fields pushed below move relative ones) */
+  dst = lua_absindex(L, dst);
+  src = lua_absindex(L, src);
   const pc_MessageDef *def = NULL;
   pc_Message *d = lpc_check_message(L, dst, &def), *s = lpc_to_message(L, src, NULL);
   int a = lpc_push_anchor(L, dst);

@@ -319,6 +319,7 @@ describe("pc.grpc with several backends", function()
     local h1 = t:start_unary("/faults.Faults/Echo", echo, { timeout = 10 })
     local err = ended(t, h1)
     assert.are.same({ "UNAVAILABLE", true }, { err.code, err.unsent })
+    assert.is_nil(err.peer) -- this side's failure
     pc.sleep(0.05) -- past the reconnection backoff
     -- h1's failure not taken yet: a is not marked, so h2 goes there too and
     -- opens a new connection attempt (the channel "connected": opening)
@@ -344,6 +345,7 @@ describe("pc.grpc with several backends", function()
     local err = ended(t, h1)
     assert.are.same({ "UNAVAILABLE", true }, { err.code, err.lost })
     assert.is_nil(err.unsent) -- it had reached a: not moved, not sent again
+    assert.is_nil(err.peer)
     local h2 = t:start_unary("/faults.Faults/Sleep", req, { timeout = 10 }) -- a new attempt to a
     assert.is_false(t:backends()[1].failed)
     assert.are.equal(err, select(2, h1:result()))
@@ -389,6 +391,7 @@ describe("pc.grpc with several backends", function()
     assert.are.same({ "UNAVAILABLE", "failure 1 of 1" }, { err.code, err.message })
     assert.is_nil(err.unsent)
     assert.is_nil(err.lost)
+    assert.is_true(err.peer) -- the server's status, as a gateway passes it on
     assert.is_false(t:backends()[1].failed)
   end)
 

@@ -744,6 +744,10 @@ static void push_status(lua_State *L, const CallBox *b) {
     lua_pushboolean(L, 1);
     lua_setfield(L, -2, "lost");
   }
+  if (st->peer) {
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, "peer");
+  }
   if (st->has_pushback && st->no_retry) {
     lua_pushboolean(L, 1);
     lua_setfield(L, -2, "no_retry");

@@ -122,6 +122,7 @@ static void statusv(pc_GrpcStream *s, pc_Code code, const char *fmt, va_list ap)
   char text[PC_ERROR_MAX];
   size_t n = pc_Grpc_VFormat(text, sizeof text, fmt, ap);
   s->status.code = code;
+  s->status.peer = 0; /* this side's text */
   set_message(s, text, n);
 }
 
@@ -256,6 +257,7 @@ static void decide_status(pc_GrpcStream *s) {
       return;
     }
     s->status.code = (pc_Code)code;
+    s->status.peer = 1;
     const pc_GrpcPair *gm = find_pair(s, 1, "grpc-message");
     if (gm != NULL) {
       char *m = pc_Arena_StrDup(s->arena, gm->value, gm->value_len);
@@ -381,6 +383,7 @@ static int add_trailer(void *ud, const char *k, size_t kn, const char *v, size_t
 static void connect_status(pc_GrpcStream *s, const pc_ConnectError *ce) {
   s->web_status = 1;
   s->status.code = ce->present ? ce->code : kPc_Code_Ok;
+  s->status.peer = 1;
   s->status.message = ce->present ? ce->message : "";
   s->status.message_len = ce->present ? ce->message_len : 0;
   s->status.details = ce->present ? ce->details : "";

@@ -73,6 +73,8 @@ typedef struct {
                        * reset by the peer, an HTTP/2 connection error, a keepalive timeout, a
                        * failed attempt: pc_GrpcEngine_Lost), not a status the server sent: a
                        * balancer marks the backend failed by it */
+  int peer;           /* the status the server sent (grpc-status, Connect's error), not one this
+                       * side made: a gateway passes it to its client as it is */
   int has_pushback;   /* grpc-retry-pushback-ms was present */
   int no_retry;       /* ...and negative or malformed: do not retry (A6) */
   double retry_delay; /* ...and valid: the delay in seconds */

@@ -745,7 +745,8 @@ local LB_POLICIES = { pick_first = true, round_robin = true, least_request = tru
 -- a call that is not wait-for-ready, so a retry policy's own backoff
 -- paces the attempts; such an error has `unsent` = true: nothing of the
 -- call reached a server; a call whose connection failed or was lost under
--- it, not a status a server sent, has `lost` = true), `wait_for_ready` (true: gRPC's wait-for-ready,
+-- it, not a status a server sent, has `lost` = true; a status the server
+-- sent, grpc-status or Connect's error, has `peer` = true), `wait_for_ready` (true: gRPC's wait-for-ready,
 -- for every call of the transport: a call waits through failed
 -- connection attempts and their backoff until a connection is ready,
 -- however far its deadline, failing only DEADLINE_EXCEEDED at it,

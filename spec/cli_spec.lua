@@ -842,6 +842,25 @@ service S {
       .. '  optional bytes b = 2 [default = "\\001x\\\\"];\n}\n', out)
   end)
 
+  it("prints a descriptor set's defaults as one literal each, whatever bytes they hold", function()
+    local pc = require "protocall"
+    local pool = pc.pool()
+    assert(pool:load('syntax = "proto2"; package hd; message M { optional bytes b = 1; optional string s = 2; }',
+      { name = "hd.proto" }))
+    local fd = pool:file_descriptor("hd.proto")
+    -- not as protoc writes them: a raw quote and line break in the bytes
+    -- default (protoc C-escapes it), bytes past ASCII in the string's
+    fd.message_type[1].field[1].default_value = 'a"]; x\nmessage Fake {\\0\\101\\x42'
+    fd.message_type[1].field[2].default_value = "caf\195\169 \255"
+    local set = write_tmp(pc.encode(pool:type("google.protobuf.FileDescriptorSet") { file = { fd } }))
+    local out, err, code = run(BIN .. " describe -protoset " .. set .. " hd.M")
+    os.remove(set)
+    assert.are.equal(0, code, err)
+    assert.are.equal('hd.M is a message:\nmessage M {\n'
+      .. '  optional bytes b = 1 [default = "a\\"]; x\\nmessage Fake {\\000AB"];\n'
+      .. '  optional string s = 2 [default = "caf\\303\\251 \\377"];\n}\n', out)
+  end)
+
   it("prints an option whose extension the schema lacks by its number", function()
     local pc = require "protocall"
     local pool = pc.pool()

@@ -53,7 +53,31 @@ end
 -- A string as a quoted text-format literal, C-escaped as protoc writes it.
 local ESCAPE = { ["\n"] = "\\n", ["\r"] = "\\r", ["\t"] = "\\t", ['"'] = '\\"', ["\\"] = "\\\\" }
 local function quote(s)
-  return '"' .. s:gsub('[%c"\\]', function(c) return ESCAPE[c] or format("\\%03o", c:byte()) end) .. '"'
+  return '"' .. s:gsub('[%c"\\\128-\255]', function(c) return ESCAPE[c] or format("\\%03o", c:byte()) end)
+    .. '"'
+end
+
+-- The bytes a C-escaped literal `s` stands for (protoc keeps a bytes
+-- field's default so: read back, it is quoted again, so a descriptor set
+-- whose default holds a raw quote or line break prints as one literal).
+local UNESCAPE = { n = "\n", r = "\r", t = "\t", a = "\a", b = "\b", f = "\f", v = "\v" }
+local function unescape(s)
+  local out, i = {}, 1
+  while i <= #s do
+    local c = s:sub(i, i)
+    local oct, hex = s:match("^\\([0-7][0-7]?[0-7]?)", i), s:match("^\\x(%x%x?)", i)
+    if c ~= "\\" or i == #s then
+      out[#out + 1], i = c, i + 1
+    elseif oct then
+      out[#out + 1], i = string.char(tonumber(oct, 8) % 256), i + 1 + #oct
+    elseif hex then
+      out[#out + 1], i = string.char(tonumber(hex, 16)), i + 2 + #hex
+    else
+      local e = s:sub(i + 1, i + 1)
+      out[#out + 1], i = UNESCAPE[e] or e, i + 2
+    end
+  end
+  return concat(out)
 end
 
 -- The options that an *Options message `o` (of a descriptor read by
@@ -118,8 +142,8 @@ local function field_options(f)
   local o = {}
   if has(f, "default_value") then
     local v = f.default_value
-    -- protoc keeps a bytes default C-escaped already
-    o[#o + 1] = "default = " .. (f.type == 9 and quote(v) or f.type == 12 and '"' .. v .. '"' or v)
+    -- (protoc keeps a bytes default C-escaped: read back, quoted again)
+    o[#o + 1] = "default = " .. (f.type == 9 and quote(v) or f.type == 12 and quote(unescape(v)) or v)
   end
   if has(f, "json_name") and f.json_name ~= default_json_name(f.name) then
     o[#o + 1] = "json_name = " .. quote(f.json_name)

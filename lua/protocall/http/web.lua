@@ -273,10 +273,11 @@ end
 -- content_encoding [, validate]): the request messages as protobuf bytes:
 -- the body of a Connect unary call is the message; the others are 5-byte
 -- prefixed messages (gRPC-Web-Text's in base64, whose padded chunks may
--- follow each other); the json codec's messages are read into the
--- method's input type. Fails (nil, pc.Error INVALID_ARGUMENT; INTERNAL
--- for a gRPC-Web body cut inside a message and for a flags byte other than
--- 0 and 1; UNIMPLEMENTED for a compressed body or message) on what cannot be read,
+-- follow each other, CR and LF skipped); the json codec's messages are
+-- read into the method's input type. Fails (nil, pc.Error
+-- INVALID_ARGUMENT; INTERNAL for a gRPC-Web body cut inside a message, for
+-- a flags byte other than 0 and 1 and for gRPC-Web-Text that is not base64,
+-- as pc.listen answers them; UNIMPLEMENTED for a compressed body or message) on what cannot be read,
 -- naming where. With `validate`, each message is also read into the
 -- input type (the proto codec's bytes stay the ones returned) and checked
 -- against its protovalidate rules as pc.server's `validate = true` checks
@@ -295,8 +296,11 @@ function M.requests(protocol, codec, method, body, content_encoding, validate)
     list = { body }
   else
     if protocol == "grpc-web-text" then
-      local raw, at = b64decode((body:gsub("[\r\n]", "")))
-      if not raw then return nil, invalid(format("body: not base64 at offset %d", at)) end
+      local raw, at = b64decode(body)
+      if not raw then
+        return nil, internal(at == #body and "body: ended inside a base64 group"
+          or format("body: not base64: byte 0x%02x at offset %d", body:byte(at + 1), at))
+      end
       body = raw
     end
     list, err = envelopes(body, "body", protocol)

@@ -106,19 +106,20 @@ local function without_hint(err)
   return (tostring(err):gsub(" %(reconnection backoff: [^)]*%)", ""))
 end
 
--- Seconds within which one failure of upstream calls is logged once.
+-- Seconds within which one failure of upstream calls of a method is logged once.
 local FAILURE_QUIET = 10
--- failure (without_hint) -> when it was last logged; emptied past FAILURE_KEPT entries
+-- method and failure (without_hint) -> when it was last logged; emptied past FAILURE_KEPT entries
 local failures_said, failures_kept = {}, 0
 local FAILURE_KEPT = 64
 
 -- Logs on stderr the failure `err` (a pc.Error) the gateway's channel
 -- gave the upstream call of method `method`, which its client is told
--- without the upstream's address: once for the calls failing so within
--- FAILURE_QUIET seconds (the backoff hint's figure aside), so that a
--- flood of calls is one line.
+-- without the upstream's address: once for the calls of that method
+-- failing so within FAILURE_QUIET seconds (the backoff hint's figure
+-- aside), so that a flood of calls is one line a method, each failing
+-- method named.
 local function log_failure(method, err)
-  local key, t = without_hint(err.message), now()
+  local key, t = tostring(method) .. " " .. without_hint(err.message), now()
   local last = failures_said[key]
   if last and t - last < FAILURE_QUIET then return end
   if not last then

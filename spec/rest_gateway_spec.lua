@@ -747,6 +747,30 @@ describe("protocall gateway refusing to start", function()
     assert.matches("^ERROR: code = UNAVAILABLE, message = TLS handshake with 127%.0%.0%.1:%d+: [^\n]+\n"
       .. "  hint: the server answered TLS with plaintext: if it serves h2c, add %-plaintext\nstatus 78\n$", out)
   end)
+
+  it("serves a -proto schema against a plaintext upstream (no -plaintext), stderr hinting -plaintext", function()
+    upstream = upstream or helper.spawn_command("/usr/bin/python3 spec/gateway_upstream.py 0", "gateway_upstream.py")
+    local gw = G.start_gateway(BIN, upstream.port, "-I spec/fixtures/protos -proto gateway/library.proto", nil,
+      true, true)
+    finally(function()
+      helper.stop(gw)
+      os.remove(gw.log)
+    end)
+    for _ = 1, 2 do
+      local code, body = G.request(gw, "/v1/shelves/1/books/2")
+      assert.are.equal(503, code, body)
+      assert.matches('^{"code":14,"message":"upstream connect error: TLS handshake failed', body)
+    end
+    helper.stop(gw)
+    local f = assert(io.open(gw.log))
+    local log = f:read("a")
+    f:close()
+    -- the hint with the line, said once for the calls failing alike
+    local _, said = log:gsub("protocall gateway: upstream call gw%.Library%.GetBook failed: UNAVAILABLE: TLS "
+      .. "handshake with 127%.0%.0%.1:%d+: [^\n]*wrong version number\n"
+      .. "  hint: the server answered TLS with plaintext: if it serves h2c, add %-plaintext\n", "")
+    assert.are.equal(1, said, log)
+  end)
 end)
 
 -- connect-node's gRPC, Connect and gRPC-Web transports through `protocall gateway`

@@ -117,7 +117,8 @@ local FAILURE_KEPT = 64
 -- without the upstream's address: once for the calls of that method
 -- failing so within FAILURE_QUIET seconds (the backoff hint's figure
 -- aside), so that a flood of calls is one line a method, each failing
--- method named.
+-- method named; a TLS handshake a plaintext upstream answered gets
+-- print_error's hint line (add -plaintext) after it.
 local function log_failure(method, err)
   local key, t = tostring(method) .. " " .. without_hint(err.message), now()
   local last = failures_said[key]
@@ -127,8 +128,9 @@ local function log_failure(method, err)
     if failures_kept > FAILURE_KEPT then failures_said, failures_kept = {}, 1 end
   end
   failures_said[key] = t
-  stderr:write(format("protocall gateway: upstream call %s failed: %s: %s\n", tostring(method), err.code,
-    gateway_hint(err.message)))
+  local hint = common.plaintext_hint(err.message) -- (a TLS handshake: the channel has no -plaintext)
+  stderr:write(format("protocall gateway: upstream call %s failed: %s: %s\n%s", tostring(method), err.code,
+    gateway_hint(err.message), hint and "  " .. hint .. "\n" or ""))
   stderr:flush()
 end
 

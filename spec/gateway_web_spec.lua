@@ -187,6 +187,11 @@ describe("protocall.http.web", function()
           .. "a transport with wait_for_ready waits for it)" })
     assert.are.equal("upstream connect error: name not resolved", E { code = "UNAVAILABLE", unsent = true,
       message = "resolve backend.internal: Name or service not known" })
+    -- nginx's cosocket without a `resolver`, or its resolver failing (a DNS server's refusal inside)
+    assert.are.equal("upstream connect error: name not resolved", E { code = "UNAVAILABLE", unsent = true,
+      message = 'connect to localhost:50071: no resolver defined to resolve "localhost"' })
+    assert.are.equal("upstream connect error: name not resolved", E { code = "UNAVAILABLE", unsent = true,
+      message = "connect to backend.internal:50051: backend.internal could not be resolved (111: Connection refused)" })
     -- a dns:/// name the balancer could not resolve (no `unsent`)
     assert.are.equal("upstream connect error: name not resolved", E { code = "UNAVAILABLE",
       message = "resolve backend.internal: Name or service not known" })

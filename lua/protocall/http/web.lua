@@ -63,9 +63,14 @@ end
 -- HOST:PORT: why", resolve.c's "resolve NAME: why", a TLS handshake's
 -- "TLS handshake with ...") as its class, checked in order against the
 -- message, the address left out (the text after the last ": " for
--- "connect to"); any other: "connection failure".
+-- "connect to"); any other: "connection failure". nginx's cosocket says
+-- its resolver's failures after "connect to HOST:PORT: " (`no resolver
+-- defined to resolve "NAME"`, `NAME could not be resolved (3: Host not
+-- found)`), a DNS server's refusal or timeout inside them.
 local CONNECT_CLASSES = {
   { "^resolve ", "name not resolved", true },
+  { "^connect to %S+: no resolver defined to resolve ", "name not resolved", true },
+  { "^connect to %S+: %S+ could not be resolved", "name not resolved", true },
   { "TLS handshake", "TLS handshake failed", true },
   { "[Rr]efused", "connection refused" },
   { "[Tt]imed out", "connection timed out" },
@@ -97,8 +102,9 @@ local NO_CONNECTION = { "^deadline exceeded waiting for a connection", "^deadlin
 -- gateway logs instead: "upstream connect error: CLASS" when no
 -- connection took the call (`err.unsent`, or a "connect to", "resolve"
 -- or TLS failure, a "resolve NAME: why" even without `unsent`; CLASS "connection refused", "connection timed out",
--- "name not resolved", "TLS handshake failed", "no HTTP/2 from the
--- upstream", "upstream unreachable" or "connection failure"), "upstream
+-- "name not resolved" (nginx's "connect to HOST:PORT: no resolver defined
+-- to resolve ..." and "... could not be resolved ..." too), "TLS handshake
+-- failed", "no HTTP/2 from the upstream", "upstream unreachable" or "connection failure"), "upstream
 -- connection lost" when its connection failed under it (`err.lost`),
 -- "upstream timed out: no connection before the deadline" for a deadline
 -- that passed while the channel had no ready connection; a reconnection

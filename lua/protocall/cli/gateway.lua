@@ -339,6 +339,14 @@ local function sayer()
   end
 end
 
+-- The failure `text` of pc.listen's rest option ("pc.listen: " left out)
+-- with the -rules file `file` (nil: none) named for its rules: their
+-- errors lead with "rest: http rules: " (an annotation's name its method).
+local function rules_error(text, file)
+  if not file then return text end
+  return (text:gsub("^rest: http rules: ", function() return format("-rules '%s': http rules: ", file) end))
+end
+
 -- Whether the failure `err` of a read means the upstream is not there
 -- (yet): UNAVAILABLE from making the connection (channel.c's "connect to
 -- HOST:PORT: why", refused, unreachable or timed out; "resolve NAME: why",
@@ -423,8 +431,13 @@ local function refresh_task(flags, transport, listener, got, seconds, rest, firs
           if not got then
             listener:refuse(pc.Error { code = "UNAVAILABLE", message = "the upstream's schema is not served: " .. why })
           end
+          -- (the -rules file was read at start, once: a fixed file needs a restart)
+          local named = rules_error(why, flags.rules)
+          if named ~= why then
+            named = named .. " (-rules is read at start: restart the gateway to take a fixed file)"
+          end
           say((got and "the upstream's changed schema is not served, the current one stays: "
-            or "the upstream's schema is not served, calls fail UNAVAILABLE meanwhile: ") .. why)
+            or "the upstream's schema is not served, calls fail UNAVAILABLE meanwhile: ") .. named)
         end
       else
         say(nil)
@@ -455,7 +468,7 @@ function M.gateway.run(flags, args)
   if flags.rules then
     http_text = common.read_input(flags.rules, "-rules")
     local okH, why = http_rules.http_config(http_text)
-    if not okH then fail(format("-rules %s: %s", flags.rules, why)) end
+    if not okH then fail(format("-rules '%s': %s", flags.rules, why)) end
   end
   local transport = common.connect(flags, args[1], "gateway")
   local pool, services, got, unreachable
@@ -501,7 +514,8 @@ function M.gateway.run(flags, args)
   if not ok then
     local n, why = tostring(listener):match("cors%.origins%[(%d+)%] (must be an origin .-), got ")
     if n then usage_error("gateway", format("-cors '%s': %s", flags.cors[tonumber(n)], why)) end
-    fail(common.listen_error(listener, { cert_file = "-listen-cert", key_file = "-listen-key" }))
+    fail(rules_error(common.listen_error(listener, { cert_file = "-listen-cert", key_file = "-listen-key" }),
+      flags.rules))
   end
   if unreachable then listener:refuse(not_read(unreachable, 1)) end
   local host = addr:match("^(.*):%d+$") or "127.0.0.1"

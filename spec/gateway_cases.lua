@@ -97,16 +97,16 @@ function M.pyrequests(n, list)
   return answers
 end
 
---- server = M.start_gateway(bin, port, flags [, listen [, keep_log]]): `bin
--- gateway -listen 127.0.0.1:0 -plaintext FLAGS 127.0.0.1:PORT` on a free
--- port (or on `listen`, "127.0.0.1:PORT"): {port, pid, pipe, url} as
+--- server = M.start_gateway(bin, port, flags [, listen [, keep_log [, tls]]]):
+-- `bin gateway -listen 127.0.0.1:0 -plaintext FLAGS 127.0.0.1:PORT` on a
+-- free port (or on `listen`, "127.0.0.1:PORT"): {port, pid, pipe, url} as
 -- grpc_helper.spawn_command gives (grpc_helper.stop kills it); with
 -- `keep_log`, `log` names the file its stdout and stderr go to (the caller
--- removes it).
-function M.start_gateway(bin, port, flags, listen, keep_log)
+-- removes it); with `tls`, without -plaintext.
+function M.start_gateway(bin, port, flags, listen, keep_log, tls)
   local out = os.tmpname()
   local pipe = io.popen("sh -c 'echo $$; exec " .. bin .. " gateway -listen " .. (listen or "127.0.0.1:0")
-    .. " -plaintext " .. flags
+    .. (tls and " " or " -plaintext ") .. flags
     .. " 127.0.0.1:" .. port .. "' > " .. q(out) .. " 2>&1", "w")
   for _ = 1, 200 do
     local text = read(out)

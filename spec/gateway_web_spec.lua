@@ -90,6 +90,9 @@ describe("protocall.http.web", function()
     local all = frame(0, bytes)
     local text = b64(all:sub(1, 4)) .. b64(all:sub(5))
     assert.are.same({ bytes }, web.requests("grpc-web-text", "proto", methods["/wt.S/Unary"], text))
+    -- wrapped in lines (coreutils base64, MIME): CR and LF skipped, as pc.listen does
+    local wrapped = text:sub(1, 4) .. "\r\n" .. text:sub(5, 6) .. "\n" .. text:sub(7) .. "\n"
+    assert.are.same({ bytes }, web.requests("grpc-web-text", "proto", methods["/wt.S/Unary"], wrapped))
     local bad = {
       -- gRPC-Web cut inside a message, and a flags byte neither 0 nor 1: INTERNAL, as gRPC (grpc-go)
       -- and pc.listen answer them (spec/web_rpc_spec.lua)
@@ -107,7 +110,11 @@ describe("protocall.http.web", function()
       { "connect-stream", "proto", "/wt.S/Up", frame(0x40, "x"), "INTERNAL: body: a request message with flags 0x40" },
       { "grpc-web", "proto", "/wt.S/Unary", frame(0, "") .. frame(0, ""),
         "INVALID_ARGUMENT: 2 request messages for wt.S.Unary, which takes one" },
-      { "grpc-web-text", "proto", "/wt.S/Unary", "AA*A", "INVALID_ARGUMENT: body: not base64 at offset 2" },
+      -- gRPC-Web-Text that is not base64 (CR and LF are skipped, not a space): INTERNAL, as pc.listen
+      -- answers it (core/net/server_test.c)
+      { "grpc-web-text", "proto", "/wt.S/Unary", "AA*A", "INTERNAL: body: not base64: byte 0x2a at offset 2" },
+      { "grpc-web-text", "proto", "/wt.S/Unary", "AA\nA A", "INTERNAL: body: not base64: byte 0x20 at offset 4" },
+      { "grpc-web-text", "proto", "/wt.S/Unary", "AA\r\nA", "INTERNAL: body: ended inside a base64 group" },
       { "connect", "json", "/wt.S/Unary", '{"text":1}', "INVALID_ARGUMENT: message 1: " },
     }
     for _, c in ipairs(bad) do
@@ -180,6 +187,11 @@ describe("protocall.http.web", function()
           .. "a transport with wait_for_ready waits for it)" })
     assert.are.equal("upstream connect error: name not resolved", E { code = "UNAVAILABLE", unsent = true,
       message = "resolve backend.internal: Name or service not known" })
+    -- nginx's cosocket without a `resolver`, or its resolver failing (a DNS server's refusal inside)
+    assert.are.equal("upstream connect error: name not resolved", E { code = "UNAVAILABLE", unsent = true,
+      message = 'connect to localhost:50071: no resolver defined to resolve "localhost"' })
+    assert.are.equal("upstream connect error: name not resolved", E { code = "UNAVAILABLE", unsent = true,
+      message = "connect to backend.internal:50051: backend.internal could not be resolved (111: Connection refused)" })
     -- a dns:/// name the balancer could not resolve (no `unsent`)
     assert.are.equal("upstream connect error: name not resolved", E { code = "UNAVAILABLE",
       message = "resolve backend.internal: Name or service not known" })

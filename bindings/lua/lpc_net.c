@@ -1290,8 +1290,8 @@ static int lpc_connect_timeout(lua_State *L) {
 }
 
 /* -- bytes | nil, offset = core.web_base64_decode(s)
- * Standard base64 whose padded groups may follow each other (the body of
- * a gRPC-Web-Text request); nil and the 0-based offset of the first bad
+ * Standard base64 whose padded groups may follow each other, CR and LF
+ * skipped (the body of a gRPC-Web-Text request); nil and the 0-based offset of the first bad
  * character, or of the end when a group is unfinished. */
 static int lpc_web_base64_decode(lua_State *L) {
   size_t len;

@@ -439,6 +439,25 @@ static void web_calls(void) {
     pc_GrpcServerCall_Free(s);
     pc_GrpcServerConn_Free(c);
   }
+  /* gRPC-Web-Text in wrapped lines (coreutils base64, MIME): CR and LF
+   * between the characters are skipped */
+  {
+    static const char body[] = "AAAAAAVo\nZWxs\r\nbw==\n"; /* 00 00000005 "hello" */
+    client_new(65535);
+    pc_GrpcServerConn *c = must(server(NULL, 0, 0, 0), "server");
+    int32_t id = request_body("/t.T/Echo", "application/grpc-web-text", NULL, NULL, body,
+                              sizeof body - 1, sizeof body - 1, 1);
+    shuttle(c);
+    pc_GrpcServerCall *s = must(pc_GrpcServerConn_Accept(c), "call");
+    CHECK(!pc_GrpcServerCall_Cancelled(s));
+    CHECK(pc_GrpcServerCall_Next(s, &d, &n) == 1 && n == 5 && memcmp(d, "hello", 5) == 0);
+    CHECK(pc_GrpcServerCall_Next(s, &d, &n) == -1);
+    pc_GrpcServerCall_Finish(s, kPc_Code_Ok, "", 0, NULL, 0);
+    shuttle(c);
+    CHECK(cst(id)->closed);
+    pc_GrpcServerCall_Free(s);
+    pc_GrpcServerConn_Free(c);
+  }
   /* gRPC-Web-Text that is not base64, and one cut inside a group: the
    * call ends INTERNAL, trailers-only, with the offset */
   {

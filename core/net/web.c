@@ -83,6 +83,7 @@ size_t pc_WebBase64_Decode(pc_WebBase64 *b, const char *in, size_t len, unsigned
   size_t o = 0;
   for (size_t i = 0; i < len; i++) {
     int c = (unsigned char)in[i];
+    if (c == '\r' || c == '\n') continue; /* line breaks of wrapped base64 (RFC 2045) */
     if (c == '=') {
       /* "xx==" and "xxx=" end a group; "xx=" waits for its second '=' */
       if (b->n < 2 || (b->n == 3 && b->pad > 0)) {

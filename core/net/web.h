@@ -73,7 +73,10 @@ const char *pc_WebProtocol_Name(pc_WebProtocol p);
 
 /* A base64 decoder fed in pieces: the characters of a group not yet whole
  * wait for the next piece. Padding ends a group, and a new one may follow
- * (gRPC-Web-Text bodies are base64 chunks, each padded). Zero it to start. */
+ * (gRPC-Web-Text bodies are base64 chunks, each padded). CR and LF are
+ * skipped wherever they come (encoders such as coreutils base64 wrap
+ * lines, RFC 2045); any other character outside the alphabet is refused.
+ * Zero it to start. */
 typedef struct {
   unsigned char q[4];
   unsigned n, pad; /* characters of the group, '=' after them */

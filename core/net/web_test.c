@@ -179,20 +179,24 @@ int main(void) {
   CHECK(classify("POST", NULL, &codec) == kPc_WebProtocol_None);
   CHECK(strcmp(pc_WebProtocol_Name(kPc_WebProtocol_GrpcWebText), "grpc-web-text") == 0);
 
-  /* base64 in every split; padding inside the stream (chunks padded each) */
+  /* base64 in every split; padding inside the stream (chunks padded each);
+   * CR and LF skipped (wrapped lines), other white space refused */
   {
-    static const char *const ok[] = {"aGk=", "aGVsbG8=", "aA==aGk=aGVs", "AAEC/w==", ""};
-    static const char *const raw[] = {"hi", "hello", "hhihel", "\x00\x01\x02\xff", ""};
-    static const size_t rawn[] = {2, 5, 6, 4, 0};
-    for (size_t i = 0; i < 5; i++)
+    static const char *const ok[] = {"aGk=", "aGVsbG8=",     "aA==aGk=aGVs", "AAEC/w==",
+                                     "",     "aGVs\nbG8=\n", "aG\r\nk=",     "aA=\n=aGk=\r\naGVs"};
+    static const char *const raw[] = {"hi", "hello", "hhihel", "\x00\x01\x02\xff",
+                                      "",   "hello", "hi",     "hhihel"};
+    static const size_t rawn[] = {2, 5, 6, 4, 0, 5, 2, 6};
+    for (size_t i = 0; i < 8; i++)
       for (size_t step = 1; step <= 9; step++) {
         unsigned char out[32];
         size_t at = 0, n = decode_split(ok[i], step, out, &at);
         CHECK(n == rawn[i] && memcmp(out, raw[i], n) == 0);
       }
-    static const char *const bad[] = {"aGk", "a===", "=AAA", "aG=k", "aGk!", "aGk=x", "aGVs\n"};
-    static const size_t where[] = {3, 1, 0, 3, 3, 5, 4};
-    for (size_t i = 0; i < 7; i++)
+    static const char *const bad[] = {"aGk",   "a===",  "=AAA",      "aG=k",   "aGk!",
+                                      "aGk=x", "aGV\n", "aGVs bG8=", "aG\tk=", "aG\n\n="};
+    static const size_t where[] = {3, 1, 0, 3, 3, 5, 4, 4, 2, 5};
+    for (size_t i = 0; i < 10; i++)
       for (size_t step = 1; step <= 6; step++) {
         unsigned char out[32];
         size_t at = 99;

@@ -487,6 +487,16 @@ end
 -- the TLS setup reports at the first connection (core/net/tls.c).
 local TLS_FLAGS = { ca_file = "-cacert", cert_file = "-cert", key_file = "-key" }
 
+--- line | nil = plaintext_hint(message [, flags]): the hint for a TLS
+-- handshake a plaintext server answered (OpenSSL's "wrong version number"
+-- in the failure's `message`) when `flags` (a command's) has no -plaintext.
+function M.plaintext_hint(message, flags)
+  if not (flags and flags.plaintext) and type(message) == "string"
+    and message:find("wrong version number", 1, true) then
+    return "hint: the server answered TLS with plaintext: if it serves h2c, add -plaintext"
+  end
+end
+
 --- status = print_error(err [, flags]): prints a call's failure as grpcurl
 -- does and returns the exit status, 64 + the status code. With the
 -- command's flags: a TLS handshake answered by a plaintext server (OpenSSL's
@@ -505,10 +515,8 @@ function M.print_error(err, flags)
         and TLS_FLAGS[o] .. " '" end):gsub(" of cert_file$", flags.cert and " of -cert" or "%0")
     end
     stderr:write(format("ERROR: code = %s, message = %s\n", err.code, message))
-    if flags and not flags.plaintext and type(err.message) == "string"
-      and err.message:find("wrong version number", 1, true) then
-      stderr:write("  hint: the server answered TLS with plaintext: if it serves h2c, add -plaintext\n")
-    end
+    local hint = flags and M.plaintext_hint(err.message, flags)
+    if hint then stderr:write("  ", hint, "\n") end
     if flags and (flags.protocol == "connect" or flags.protocol == "grpcweb") and not flags.http1
       and type(err.message) == "string" then
       local how = err.message:find("connection closed by the peer before its HTTP/2 SETTINGS", 1, true)

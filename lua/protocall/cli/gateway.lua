@@ -106,19 +106,21 @@ local function without_hint(err)
   return (tostring(err):gsub(" %(reconnection backoff: [^)]*%)", ""))
 end
 
--- Seconds within which one failure of upstream calls is logged once.
+-- Seconds within which one failure of upstream calls of a method is logged once.
 local FAILURE_QUIET = 10
--- failure (without_hint) -> when it was last logged; emptied past FAILURE_KEPT entries
+-- method and failure (without_hint) -> when it was last logged; emptied past FAILURE_KEPT entries
 local failures_said, failures_kept = {}, 0
 local FAILURE_KEPT = 64
 
 -- Logs on stderr the failure `err` (a pc.Error) the gateway's channel
 -- gave the upstream call of method `method`, which its client is told
--- without the upstream's address: once for the calls failing so within
--- FAILURE_QUIET seconds (the backoff hint's figure aside), so that a
--- flood of calls is one line.
+-- without the upstream's address: once for the calls of that method
+-- failing so within FAILURE_QUIET seconds (the backoff hint's figure
+-- aside), so that a flood of calls is one line a method, each failing
+-- method named; a TLS handshake a plaintext upstream answered gets
+-- print_error's hint line (add -plaintext) after it.
 local function log_failure(method, err)
-  local key, t = without_hint(err.message), now()
+  local key, t = tostring(method) .. " " .. without_hint(err.message), now()
   local last = failures_said[key]
   if last and t - last < FAILURE_QUIET then return end
   if not last then
@@ -126,8 +128,9 @@ local function log_failure(method, err)
     if failures_kept > FAILURE_KEPT then failures_said, failures_kept = {}, 1 end
   end
   failures_said[key] = t
-  stderr:write(format("protocall gateway: upstream call %s failed: %s: %s\n", tostring(method), err.code,
-    gateway_hint(err.message)))
+  local hint = common.plaintext_hint(err.message) -- (a TLS handshake: the channel has no -plaintext)
+  stderr:write(format("protocall gateway: upstream call %s failed: %s: %s\n%s", tostring(method), err.code,
+    gateway_hint(err.message), hint and "  " .. hint .. "\n" or ""))
   stderr:flush()
 end
 
@@ -336,6 +339,14 @@ local function sayer()
   end
 end
 
+-- The failure `text` of pc.listen's rest option ("pc.listen: " left out)
+-- with the -rules file `file` (nil: none) named for its rules: their
+-- errors lead with "rest: http rules: " (an annotation's name its method).
+local function rules_error(text, file)
+  if not file then return text end
+  return (text:gsub("^rest: http rules: ", function() return format("-rules '%s': http rules: ", file) end))
+end
+
 -- Whether the failure `err` of a read means the upstream is not there
 -- (yet): UNAVAILABLE from making the connection (channel.c's "connect to
 -- HOST:PORT: why", refused, unreachable or timed out; "resolve NAME: why",
@@ -420,8 +431,13 @@ local function refresh_task(flags, transport, listener, got, seconds, rest, firs
           if not got then
             listener:refuse(pc.Error { code = "UNAVAILABLE", message = "the upstream's schema is not served: " .. why })
           end
+          -- (the -rules file was read at start, once: a fixed file needs a restart)
+          local named = rules_error(why, flags.rules)
+          if named ~= why then
+            named = named .. " (-rules is read at start: restart the gateway to take a fixed file)"
+          end
           say((got and "the upstream's changed schema is not served, the current one stays: "
-            or "the upstream's schema is not served, calls fail UNAVAILABLE meanwhile: ") .. why)
+            or "the upstream's schema is not served, calls fail UNAVAILABLE meanwhile: ") .. named)
         end
       else
         say(nil)
@@ -452,7 +468,7 @@ function M.gateway.run(flags, args)
   if flags.rules then
     http_text = common.read_input(flags.rules, "-rules")
     local okH, why = http_rules.http_config(http_text)
-    if not okH then fail(format("-rules %s: %s", flags.rules, why)) end
+    if not okH then fail(format("-rules '%s': %s", flags.rules, why)) end
   end
   local transport = common.connect(flags, args[1], "gateway")
   local pool, services, got, unreachable
@@ -498,7 +514,8 @@ function M.gateway.run(flags, args)
   if not ok then
     local n, why = tostring(listener):match("cors%.origins%[(%d+)%] (must be an origin .-), got ")
     if n then usage_error("gateway", format("-cors '%s': %s", flags.cors[tonumber(n)], why)) end
-    fail(common.listen_error(listener, { cert_file = "-listen-cert", key_file = "-listen-key" }))
+    fail(rules_error(common.listen_error(listener, { cert_file = "-listen-cert", key_file = "-listen-key" }),
+      flags.rules))
   end
   if unreachable then listener:refuse(not_read(unreachable, 1)) end
   local host = addr:match("^(.*):%d+$") or "127.0.0.1"

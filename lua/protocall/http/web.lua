@@ -63,9 +63,14 @@ end
 -- HOST:PORT: why", resolve.c's "resolve NAME: why", a TLS handshake's
 -- "TLS handshake with ...") as its class, checked in order against the
 -- message, the address left out (the text after the last ": " for
--- "connect to"); any other: "connection failure".
+-- "connect to"); any other: "connection failure". nginx's cosocket says
+-- its resolver's failures after "connect to HOST:PORT: " (`no resolver
+-- defined to resolve "NAME"`, `NAME could not be resolved (3: Host not
+-- found)`), a DNS server's refusal or timeout inside them.
 local CONNECT_CLASSES = {
   { "^resolve ", "name not resolved", true },
+  { "^connect to %S+: no resolver defined to resolve ", "name not resolved", true },
+  { "^connect to %S+: %S+ could not be resolved", "name not resolved", true },
   { "TLS handshake", "TLS handshake failed", true },
   { "[Rr]efused", "connection refused" },
   { "[Tt]imed out", "connection timed out" },
@@ -97,8 +102,9 @@ local NO_CONNECTION = { "^deadline exceeded waiting for a connection", "^deadlin
 -- gateway logs instead: "upstream connect error: CLASS" when no
 -- connection took the call (`err.unsent`, or a "connect to", "resolve"
 -- or TLS failure, a "resolve NAME: why" even without `unsent`; CLASS "connection refused", "connection timed out",
--- "name not resolved", "TLS handshake failed", "no HTTP/2 from the
--- upstream", "upstream unreachable" or "connection failure"), "upstream
+-- "name not resolved" (nginx's "connect to HOST:PORT: no resolver defined
+-- to resolve ..." and "... could not be resolved ..." too), "TLS handshake
+-- failed", "no HTTP/2 from the upstream", "upstream unreachable" or "connection failure"), "upstream
 -- connection lost" when its connection failed under it (`err.lost`),
 -- "upstream timed out: no connection before the deadline" for a deadline
 -- that passed while the channel had no ready connection; a reconnection
@@ -273,10 +279,11 @@ end
 -- content_encoding [, validate]): the request messages as protobuf bytes:
 -- the body of a Connect unary call is the message; the others are 5-byte
 -- prefixed messages (gRPC-Web-Text's in base64, whose padded chunks may
--- follow each other); the json codec's messages are read into the
--- method's input type. Fails (nil, pc.Error INVALID_ARGUMENT; INTERNAL
--- for a gRPC-Web body cut inside a message and for a flags byte other than
--- 0 and 1; UNIMPLEMENTED for a compressed body or message) on what cannot be read,
+-- follow each other, CR and LF skipped); the json codec's messages are
+-- read into the method's input type. Fails (nil, pc.Error
+-- INVALID_ARGUMENT; INTERNAL for a gRPC-Web body cut inside a message, for
+-- a flags byte other than 0 and 1 and for gRPC-Web-Text that is not base64,
+-- as pc.listen answers them; UNIMPLEMENTED for a compressed body or message) on what cannot be read,
 -- naming where. With `validate`, each message is also read into the
 -- input type (the proto codec's bytes stay the ones returned) and checked
 -- against its protovalidate rules as pc.server's `validate = true` checks
@@ -295,8 +302,11 @@ function M.requests(protocol, codec, method, body, content_encoding, validate)
     list = { body }
   else
     if protocol == "grpc-web-text" then
-      local raw, at = b64decode((body:gsub("[\r\n]", "")))
-      if not raw then return nil, invalid(format("body: not base64 at offset %d", at)) end
+      local raw, at = b64decode(body)
+      if not raw then
+        return nil, internal(at == #body and "body: ended inside a base64 group"
+          or format("body: not base64: byte 0x%02x at offset %d", body:byte(at + 1), at))
+      end
       body = raw
     end
     list, err = envelopes(body, "body", protocol)

@@ -56,7 +56,8 @@ local library = {
       details = { Detail { reason = req.reason, domain = "gw.example" } }
       ctx:set_trailer("x-failed", req.code)
     end
-    error(pc.Error { code = req.code, message = "failed with " .. req.code, details = details })
+    local message = req.message ~= "" and req.message or "failed with " .. req.code
+    error(pc.Error { code = req.code, message = message, details = details })
   end),
   Headers = counted(function(_, ctx)
     local md = {}

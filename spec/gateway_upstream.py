@@ -79,7 +79,7 @@ def main():
 
     def fail(req, ctx):
         code = grpc.StatusCode[req.code]
-        message = "failed with " + req.code
+        message = req.message or "failed with " + req.code
         if req.reason:
             detail = Any(type_url="type.googleapis.com/gw.Detail",
                          value=Detail(reason=req.reason, domain="gw.example").SerializeToString())

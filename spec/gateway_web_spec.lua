@@ -210,8 +210,14 @@ describe("protocall.http.web", function()
       message = "deadline exceeded (connected to 10.0.0.5:50051, no HTTP/2 SETTINGS from the server yet)" })
     assert.are.equal("upstream timed out: no connection before the deadline", E { code = "DEADLINE_EXCEEDED",
       message = "deadline exceeded waiting for a connection (connecting to 10.0.0.5:50051)" })
-    -- what the upstream sent passes unchanged (nil): an UNAVAILABLE of its own, a deadline, anything
-    assert.is_nil(E { code = "UNAVAILABLE", message = "connect to 10.0.0.5:50051: Connection refused" })
+    -- the balancer's own failure on a closing channel (no flag)
+    assert.are.equal("upstream connect error: connection failure", E { code = "UNAVAILABLE",
+      message = "connect to 10.0.0.5:50051: the channel is closed" })
+    -- what the upstream sent (peer) passes unchanged (nil), whatever its text says
+    assert.is_nil(E { code = "UNAVAILABLE", peer = true, message = "connect to 10.0.0.5:50051: Connection refused" })
+    assert.is_nil(E { code = "UNAVAILABLE", peer = true, message = "resolve x: y" })
+    assert.is_nil(E { code = "DEADLINE_EXCEEDED", peer = true,
+      message = "deadline exceeded waiting for a connection (connecting to 10.1.2.3:80)" })
     assert.is_nil(E { code = "DEADLINE_EXCEEDED", message = "deadline exceeded" })
     assert.is_nil(E { code = "INTERNAL", lost = true, message = "connect to 10.0.0.5:1: x" })
     assert.is_nil(f("connect to 10.0.0.5:1: Connection refused"))

@@ -367,6 +367,32 @@ describe("protocall gateway", function()
     method_path_without_content_type(gateway)
   end)
 
+  it("passes the upstream's own UNAVAILABLE and DEADLINE_EXCEEDED on whole, whatever their text", function()
+    -- (texts of the gateway's own channel failures: from the upstream they are its own)
+    local gw = start_gateway(upstream)
+    local logged = G.start_gateway(BIN, upstream.port, "-I spec/fixtures/protos -proto gateway/library.proto", nil,
+      true)
+    finally(function()
+      helper.stop(gw)
+      helper.stop(logged)
+      os.remove(logged.log)
+    end)
+    local code, body = G.request(logged, "/v1/fail/UNAVAILABLE?message=resolve%20x%3A%20y")
+    assert.are.equal(503, code, body)
+    assert.are.equal('{"code":14,"message":"resolve x: y","details":[]}', body)
+    code, body = G.request(logged, "/v1/fail/DEADLINE_EXCEEDED?message=deadline%20exceeded%20waiting%20for%20a"
+      .. "%20connection%20(connecting%20to%2010.1.2.3%3A80)")
+    assert.are.equal(504, code, body)
+    assert.are.equal('{"code":4,"message":"deadline exceeded waiting for a connection (connecting to 10.1.2.3:80)",'
+      .. '"details":[]}', body)
+    code, body = G.request(gw, "/gw.Library/Fail", { body = '{"code":"UNAVAILABLE","message":"connect to 10.0.0.1:1: '
+      .. 'refused"}', headers = { "Content-Type: application/json" } })
+    assert.are.equal(503, code, body)
+    assert.are.equal('{"code":"unavailable","message":"connect to 10.0.0.1:1: refused"}', body)
+    local log = assert(io.open(logged.log)):read("a")
+    assert.is_nil(log:find("upstream call", 1, true), log)
+  end)
+
   it("refuses Connect unary requests for streaming methods, nothing reaching the upstream", function()
     connect_unary_refused_for_streams(gateway)
   end)

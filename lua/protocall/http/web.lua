@@ -97,11 +97,11 @@ local NO_CONNECTION = { "^deadline exceeded waiting for a connection", "^deadlin
 
 --- text | nil = web.upstream_failure(err): what a gateway tells its client
 -- of the failure `err` of its upstream call when the gateway's channel
--- failed it (not a status the upstream sent, which passes unchanged:
--- nil), in place of the message naming the upstream's address, which the
+-- failed it (not a status the upstream sent, `err.peer`, which passes
+-- unchanged: nil), in place of the message naming the upstream's address, which the
 -- gateway logs instead: "upstream connect error: CLASS" when no
--- connection took the call (`err.unsent`, or a "connect to", "resolve"
--- or TLS failure, a "resolve NAME: why" even without `unsent`; CLASS "connection refused", "connection timed out",
+-- connection took the call (`err.unsent`, or a "connect to", "resolve
+-- NAME: why" or TLS failure; CLASS "connection refused", "connection timed out",
 -- "name not resolved" (nginx's "connect to HOST:PORT: no resolver defined
 -- to resolve ..." and "... could not be resolved ..." too), "TLS handshake
 -- failed", "no HTTP/2 from the upstream", "upstream unreachable" or "connection failure"), "upstream
@@ -111,15 +111,16 @@ local NO_CONNECTION = { "^deadline exceeded waiting for a connection", "^deadlin
 -- backoff's hint is kept, its timing only ("(reconnection backoff: the
 -- next attempt in 0.97 s; calls fail at once until then)").
 function M.upstream_failure(err)
-  if type(err) ~= "table" then return nil end
+  if type(err) ~= "table" or err.peer then return nil end -- (peer: the upstream's own status)
   local code, m = err.code, err.message
   if type(m) ~= "string" then return nil end
   local base, hint = m:match("^(.-) (%(reconnection backoff: [^()]*%))$")
   base = base or m
   local text
-  -- (a dns:/// name the balancer could not resolve fails so without `unsent`)
-  if code == "UNAVAILABLE" and (err.unsent or err.lost or base:find("^resolve [^ ]+: ")) then
-    local attempt = base:find("^connect to ") or base:find("^resolve ") or base:find("TLS handshake", 1, true)
+  -- (the balancer's own failures carry no flag: a dns:/// name it could not
+  -- resolve, "connect to HOST:PORT: the channel is closed")
+  local attempt = base:find("^connect to ") or base:find("^resolve [^ ]+: ") or base:find("TLS handshake", 1, true)
+  if code == "UNAVAILABLE" and (err.unsent or err.lost or attempt) then
     text = (err.unsent or attempt) and "upstream connect error: " .. connect_class(base)
       or "upstream connection lost"
   elseif code == "DEADLINE_EXCEEDED" then

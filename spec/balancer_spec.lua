@@ -395,6 +395,18 @@ describe("pc.grpc with several backends", function()
     assert.is_false(t:backends()[1].failed)
   end)
 
+  it("takes a Connect end-of-stream read before the connection failed for no status of the server's", function()
+    local noend = helper.spawn("connect_noend", 0)
+    finally(function() helper.stop(noend) end)
+    local t = pc.grpc("http://127.0.0.1:" .. noend.port, { protocol = "connect" })
+    local ok, err = pcall(function()
+      for _ in t:server_stream("/faults.Faults/Stream", "", { timeout = 5 }) do end -- luacheck: ignore 512
+    end)
+    assert.is_false(ok)
+    assert.are.same({ "UNAVAILABLE", true }, { err.code, err.lost })
+    assert.is_nil(err.peer) -- the connection's failure, which replaced it
+  end)
+
   it("resolves a dns:/// name: every address a backend (here one: a plain transport)", function()
     local c = pc.client("faults.Faults",
       { transport = grpc("dns:///localhost:" .. a.port, { load_balancing = "round_robin" }) })

@@ -624,6 +624,41 @@ def hangup_connection(conn):
         conn.close()
 
 
+def connect_noend_connection(conn):
+    """A Connect server stream's end-of-stream message (an error whose text
+    names an address) without END_STREAM, then the connection closed: the
+    client's status is its lost connection, not the message's."""
+    import h2.config
+    import h2.connection
+    import h2.events
+    import json
+    import struct
+
+    h = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+    h.initiate_connection()
+    try:
+        conn.sendall(h.data_to_send())
+        while True:
+            data = conn.recv(65536)
+            if not data:
+                return
+            for ev in h.receive_data(data):
+                if isinstance(ev, h2.events.RequestReceived):
+                    h.send_headers(ev.stream_id, [(":status", "200"),
+                                                  ("content-type", "application/connect+proto")])
+                    end = json.dumps({"error": {"code": "unavailable",
+                                                "message": "connect to 10.0.0.1:1: refused"}}).encode()
+                    h.send_data(ev.stream_id, struct.pack(">BI", 2, len(end)) + end)
+                    conn.sendall(h.data_to_send())
+                    time.sleep(0.2)
+                    return
+            conn.sendall(h.data_to_send())
+    except OSError:
+        pass
+    finally:
+        conn.close()
+
+
 def http1_connection(conn):
     try:
         conn.recv(65536)
@@ -737,6 +772,8 @@ def main():
         serve_sockets(port, hangup_connection)
     elif mode == "http1":
         serve_sockets(port, http1_connection)
+    elif mode == "connect_noend":
+        serve_sockets(port, connect_noend_connection)
     elif mode == "silent":
         if len(sys.argv) > 3:
             SILENT["file"] = sys.argv[3]

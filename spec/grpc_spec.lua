@@ -552,9 +552,11 @@ describe("pc.grpc", function()
       local err = failure(h.unary, h, "/raw.Test/Zero", "")
       assert.are.equal("INTERNAL", err.code)
       assert.are.equal("unary call received no response message", err.message)
+      assert.is_nil(err.peer) -- this side's failure, though the server's grpc-status 0 was read
       err = failure(h.unary, h, "/raw.Test/Two", "")
       assert.are.equal("INTERNAL", err.code)
       assert.are.equal("unary call received 2 response messages", err.message)
+      assert.is_nil(err.peer)
     end)
 
     it("fails a message cut short", function()

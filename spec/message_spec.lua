@@ -1419,6 +1419,16 @@ describe("messages", function()
       fails("bad argument #2 to 'merge' (t.Shape expected, got t.Point)", function() pc.merge(dst, p) end)
     end)
 
+    it("pc.merge of a message's own descendant merges what it was before the merge", function()
+      -- (kids after next: merging a.next into itself first grew the kids being read)
+      local a = Shape { kids = { { name = "1" } },
+                        next = { kids = { { name = "2" } }, next = { kids = { { name = "3" } } } } }
+      local want = pc.decode(Shape, pc.encode(a) .. pc.encode(a.next)) -- protobuf's merge: concatenation
+      pc.merge(a, a.next)
+      assert.are.same(pc.to_table(want), pc.to_table(a))
+      assert.are.same({ { name = "1" }, { name = "2" } }, pc.to_table(a).kids)
+    end)
+
     it("pc.merge merges sub-messages set on both sides at every level", function()
       -- (the nested merge once took its objects from stack slots its own
       -- pushes had moved: a crash under LuaJIT, a use after free under ASan)

@@ -249,6 +249,14 @@ static int lpc_message_merge(lua_State *L) {
   if (r == 1) lpc_msg_error(L, "%s: a message cannot contain itself", dd->full_name);
   if (r == 2)
     lpc_msg_error(L, "%s: messages nested deeper than %d", dd->full_name, PC_MESSAGE_MAX_DEPTH);
+  if (pc_Message_Contains(d, dd, s) != 0) {
+    /* 'src' within 'dst' (or maybe: too deep to tell): merged from a copy,
+     * since merging into 'dst' may change 'src' while it is read */
+    pc_Message *copy = lpc_new_standalone(L, sd, 0);
+    lpc_ArenaBox *h = lpc_anchor_arena(L, lua_gettop(L));
+    if (!pc_Message_Merge(copy, s, sd, h->arena)) lpc_nomem(L);
+    lua_replace(L, 2);
+  }
   merge(L, 1, 2);
   return 0;
 }

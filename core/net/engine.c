@@ -745,6 +745,7 @@ static void end_all(pc_GrpcEngine *e, const char *why, int unsent) {
     s->status.local = 0;
     s->status.unsent = unsent || s->held;
     s->status.lost = 1;
+    s->status.peer = 0; /* (a status read before the connection failed is replaced) */
     set_message(s, why, strlen(why));
     end_stream(s);
   }

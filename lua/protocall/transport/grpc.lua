@@ -256,7 +256,7 @@ function Transport:unary(path, request, settings, trusted)
   if st.code == "OK" then
     local problem = count_problem(n, "unary call")
     if problem then
-      st.code, st.message = "INTERNAL", problem
+      st.code, st.message, st.peer = "INTERNAL", problem, nil
     else
       local meta = want and call:metadata(want == "present") or nil
       call:close()
@@ -369,7 +369,7 @@ local function unary_result(h)
   if st.code == "OK" then
     local problem = count_problem(h.count, "unary call")
     if not problem then return keep(h, true, h.first, meta) end
-    st.code, st.message = "INTERNAL", problem
+    st.code, st.message, st.peer = "INTERNAL", problem, nil
   end
   st.method = h.path
   return keep(h, false, error_of(st))

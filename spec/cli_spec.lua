@@ -278,6 +278,37 @@ describe("protocall decode -format json and -raw", function()
   end)
 end)
 
+describe("protocall encode, decode and call with a proto2 required field unset", function()
+  local dir
+  setup(function()
+    dir = os.tmpname()
+    os.remove(dir)
+    assert.is_true(os.execute("mkdir -p " .. dir))
+    local f = assert(io.open(dir .. "/legacy.proto", "wb"))
+    f:write('syntax = "proto2"; package legacy;\nmessage Old { optional int32 a = 1; required int32 must = 2; }\n'
+      .. "service L { rpc Echo(Old) returns (Old); }\n")
+    f:close()
+  end)
+  teardown(function() os.execute("rm -rf " .. dir) end)
+
+  it("encode and decode warn and go on, as protoc does; call refuses the request as bad input", function()
+    local schema = " -I " .. dir .. " -proto legacy.proto "
+    local out, err, code = run(BIN .. " encode" .. schema .. "legacy.Old", "a: 1")
+    assert.are.equal(0, code, err)
+    assert.are.equal("\8\1", out)
+    assert.are.equal("protocall encode: warning: missing required field: legacy.Old.must\n", err)
+    out, err, code = run(BIN .. " decode" .. schema .. "legacy.Old", "\8\1")
+    assert.are.equal(0, code, err)
+    assert.are.equal("a: 1\n", out)
+    assert.are.equal("protocall decode: warning: <stdin>: missing required field: legacy.Old.must\n", err)
+    -- (refused before connecting: no server at the target)
+    out, err, code = run(BIN .. " call -plaintext -d '{\"a\":1}'" .. schema .. "127.0.0.1:1 legacy.L/Echo")
+    assert.are.equal(1, code, err)
+    assert.are.equal("", out)
+    assert.are.equal("protocall call: request: missing required field: legacy.Old.must\n", err)
+  end)
+end)
+
 describe("protocall encode", function()
   it("writes text format and JSON as binary, the bytes protoc --encode writes", function()
     local text = 'name: "x" points { x: 5 } labels { key: "k" value: "v" }'

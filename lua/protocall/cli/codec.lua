@@ -3,8 +3,8 @@
 local pc = require "protocall"
 local common = require "protocall.cli.common"
 
-local ipairs, format, concat = ipairs, string.format, table.concat
-local stdout = common.stdout
+local ipairs, format, concat, pcall, tostring = ipairs, string.format, table.concat, pcall, tostring
+local stdout, stderr, fail = common.stdout, common.stderr, common.fail
 local usage_error, check_format, need_schema, message_type, load_schemas, read_input, parse_message =
   common.usage_error, common.check_format, common.need_schema, common.message_type,
   common.load_schemas, common.read_input, common.parse_message
@@ -56,7 +56,13 @@ function M.decode.run(flags, args)
   for i, b in ipairs(parts) do
     local where = (file or "<stdin>") .. (#parts > 1 and format(" (message %d)", i) or "")
     -- -raw reads as google.protobuf.Empty (every field unknown): its errors name no type
-    local m = parse_message(T, "binary", b, where, nil, flags.raw and "google.protobuf.Empty")
+    -- (a proto2 required field unset: printed with a warning, as protoc --decode does)
+    local m, missing = pc.decode(T, b)
+    if not m and tostring(missing):find("^missing required field") then
+      stderr:write(format("protocall decode: warning: %s: %s\n", where, missing))
+      m = pc.decode(T, b, { partial = true })
+    end
+    m = m or parse_message(T, "binary", b, where, nil, flags.raw and "google.protobuf.Empty")
     if i > 1 and fmt == "text" then stdout:write("\n") end
     write_message(m, fmt, flags, stdout)
   end
@@ -78,7 +84,14 @@ function M.encode.run(flags, args)
   local out = {}
   for i, doc in ipairs(docs) do
     local m = parse_message(T, fmt, doc, (args[2] or "<stdin>") .. (#docs > 1 and format(" (document %d)", i) or ""))
-    local bytes = pc.encode(m)
+    -- a proto2 required field unset is encoded with a warning, as protoc --encode does
+    local ok, bytes = pcall(pc.encode, m)
+    if not ok and tostring(bytes):find("^missing required field") then
+      stderr:write(format("protocall encode: warning: %s%s\n", docs[2] and format("document %d: ", i) or "", bytes))
+      bytes = pc.encode(m, { partial = true })
+    elseif not ok then
+      fail((args[2] or "<stdin>") .. ": " .. tostring(bytes))
+    end
     out[#out + 1] = flags["length-delimited"] and varint(#bytes) .. bytes or bytes
   end
   stdout:write(concat(out))

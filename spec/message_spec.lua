@@ -1364,6 +1364,20 @@ describe("messages", function()
         pool:extend("t.P2", { { "t.ext_bad", "int32", 5 } })
       end)
     end)
+
+    it("may be declared in a message before the message they extend (protoc takes it)", function()
+      local p = pc.pool()
+      assert(p:load('syntax = "proto2"; package x;\nmessage R { extend R2 { optional int32 e = 100; } }\n'
+        .. "message R2 { extensions 100 to 200; }\n", { name = "w.proto" }))
+      local m = p:type("x.R2")()
+      pc.set_extension(m, "x.R.e", 7)
+      assert.are.equal(7, pc.get_extension(pc.decode(p:type("x.R2"), pc.encode(m)), "x.R.e"))
+      -- still refused outside the extendee's ranges
+      local ok, err = p:load('syntax = "proto2"; package y;\nmessage R { extend R2 { optional int32 e = 7; } }\n'
+        .. "message R2 { extensions 100 to 200; }\n", { name = "y.proto" })
+      assert.is_nil(ok)
+      assert.truthy(tostring(err):find('"y.R2" does not declare 7 as an extension number', 1, true), err)
+    end)
   end)
 
   describe("module functions", function()

@@ -1017,6 +1017,19 @@ static int build_bodies(Builder *b, const pc_MessageDesc *d, size_t n, uint32_t 
     if (slots == NULL) return oom(b);
     fill_slots(m, slots);
     if (!build_bodies(b, md->nested, md->nested_count, next_msg)) return 0;
+  }
+  return 1;
+}
+
+/* Third pass: the extensions declared inside messages, in the order of
+ * the first pass, once every message of the file has its extension ranges
+ * (an extendee may be declared after the extension). */
+static int build_nested_extensions(Builder *b, const pc_MessageDesc *d, size_t n,
+                                   uint32_t *next_msg) {
+  for (size_t i = 0; i < n; i++) {
+    const pc_MessageDef *m = &b->msgs[(*next_msg)++];
+    const pc_MessageDesc *md = &d[i];
+    if (!build_nested_extensions(b, md->nested, md->nested_count, next_msg)) return 0;
     for (size_t j = 0; j < md->extension_count; j++)
       if (!build_extension(b, &md->extensions[j], m->full_name, m)) return 0;
   }
@@ -1130,6 +1143,8 @@ static int build_file(Builder *b, const pc_FileDesc *d) {
   }
   uint32_t next_msg = 0;
   if (!build_bodies(b, d->messages, d->message_count, &next_msg)) return 0;
+  next_msg = 0;
+  if (!build_nested_extensions(b, d->messages, d->message_count, &next_msg)) return 0;
   for (size_t i = 0; i < d->extension_count; i++)
     if (!build_extension(b, &d->extensions[i], pkg, NULL)) return 0;
   if (!build_services(b, d)) return 0;

@@ -1443,6 +1443,21 @@ describe("messages", function()
       assert.are.same({ { name = "1" }, { name = "2" } }, pc.to_table(a).kids)
     end)
 
+    it("pc.merge of a descendant assigned from another message merges what it was before", function()
+      -- (b keeps its own memory inside a: aliasing is not told by where the memory lives)
+      local b = Shape { kids = { { name = "2" } }, next = { kids = { { name = "3" } } } }
+      local a = Shape { kids = { { name = "1" } }, next = b }
+      local want = pc.decode(Shape, pc.encode(a) .. pc.encode(b))
+      pc.merge(a, b)
+      assert.are.same(pc.to_table(want), pc.to_table(a))
+      assert.is_true(rawequal(b, a.next))
+      local c = Shape { next = { next = { kids = { { name = "4" } } } } }
+      local d = Shape { next = { next = c } }
+      want = pc.decode(Shape, pc.encode(d) .. pc.encode(c))
+      pc.merge(d, c) -- c lies two levels down: d.next.next is written, c read
+      assert.are.same(pc.to_table(want), pc.to_table(d))
+    end)
+
     it("pc.merge merges sub-messages set on both sides at every level", function()
       -- (the nested merge once took its objects from stack slots its own
       -- pushes had moved: a crash under LuaJIT, a use after free under ASan)

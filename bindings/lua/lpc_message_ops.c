@@ -174,15 +174,19 @@ static int lpc_message_type_of(lua_State *L) {
   return 1;
 }
 
+/* Pushes a new standalone message of 'def', a deep copy of 'src'. */
+static void push_copy(lua_State *L, const pc_Message *src, const pc_MessageDef *def) {
+  pc_Message *copy = lpc_new_standalone(L, def, 0);
+  lpc_ArenaBox *h = lpc_anchor_arena(L, lua_gettop(L));
+  if (!pc_Message_Merge(copy, src, def, h->arena)) lpc_nomem(L);
+  lpc_pace(L, h);
+}
+
 /* -- copy = pc.clone(m)   (lua/protocall/message.lua) */
 static int lpc_message_clone(lua_State *L) {
   const pc_MessageDef *def = NULL;
   pc_Message *src = lpc_check_message(L, 1, &def);
-  pc_Message *dst = lpc_new_standalone(L, def, 0);
-  int obj = lua_gettop(L);
-  lpc_ArenaBox *h = lpc_anchor_arena(L, obj);
-  if (!pc_Message_Merge(dst, src, def, h->arena)) lpc_nomem(L);
-  lpc_pace(L, h);
+  push_copy(L, src, def);
   return 1;
 }
 
@@ -234,6 +238,37 @@ static void merge(lua_State *L, int dst, int src) {
   lua_settop(L, a - 1);
 }
 
+/* Whether merge(dst 'd', src 's' of 'def') writes into a message of the
+ * tree of 'root' (of 'rdef'; 'd' itself not asked). It writes into 'd' and,
+ * at each singular message field or extension set on both sides, into the
+ * one of 'd' (merged through its object, see merge): a walk along 's', so a
+ * small 'src' costs little whatever 'dst' holds. Elements of repeated and map
+ * fields are appended or replaced, never written into; 's' nests no deeper
+ * than PC_MESSAGE_MAX_DEPTH (checked before), nor does this walk. */
+static int merges_into(const pc_Message *d, const pc_Message *s, const pc_MessageDef *def,
+                       const pc_Message *root, const pc_MessageDef *rdef) {
+  for (uint32_t i = 0; i < def->field_count; i++) {
+    const pc_FieldDef *f = &def->fields[i];
+    if (f->slot != kPc_Slot_Message || !pc_Message_Has(s, f) || !pc_Message_Has(d, f)) continue;
+    const pc_Message *w = pc_Message_Get(d, f).m;
+    if (pc_Message_Contains(root, rdef, w) != 0 ||
+        merges_into(w, pc_Message_Get(s, f).m, f->message, root, rdef))
+      return 1;
+  }
+  size_t n;
+  const pc_Extension *e = pc_Message_Extensions(s, &n);
+  for (size_t i = 0; i < n; i++) {
+    const pc_FieldDef *f = e[i].field;
+    if (f->message == NULL || f->label == kPc_Label_Repeated || e[i].value.m == NULL) continue;
+    const pc_Value *v = pc_Message_GetExtension(d, f);
+    if (v == NULL) continue;
+    if (pc_Message_Contains(root, rdef, v->m) != 0 ||
+        merges_into(v->m, e[i].value.m, f->message, root, rdef))
+      return 1;
+  }
+  return 0;
+}
+
 /* -- pc.merge(dst, src)   (lua/protocall/message.lua; pc_Message_Merge) */
 static int lpc_message_merge(lua_State *L) {
   const pc_MessageDef *dd = NULL, *sd = NULL;
@@ -249,12 +284,9 @@ static int lpc_message_merge(lua_State *L) {
   if (r == 1) lpc_msg_error(L, "%s: a message cannot contain itself", dd->full_name);
   if (r == 2)
     lpc_msg_error(L, "%s: messages nested deeper than %d", dd->full_name, PC_MESSAGE_MAX_DEPTH);
-  if (pc_Message_Contains(d, dd, s) != 0) {
-    /* 'src' within 'dst' (or maybe: too deep to tell): merged from a copy,
-     * since merging into 'dst' may change 'src' while it is read */
-    pc_Message *copy = lpc_new_standalone(L, sd, 0);
-    lpc_ArenaBox *h = lpc_anchor_arena(L, lua_gettop(L));
-    if (!pc_Message_Merge(copy, s, sd, h->arena)) lpc_nomem(L);
+  if (merges_into(d, s, dd, s, sd)) {
+    /* merging would change 'src' while it is read: merged from a copy */
+    push_copy(L, s, sd);
     lua_replace(L, 2);
   }
   merge(L, 1, 2);

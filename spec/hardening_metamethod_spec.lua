@@ -149,4 +149,49 @@ describe("protocall metatables", function()
     raises("bad argument #1 to '__index' (protocall.Map expected, got string)", labels_mt.__index, "k", "k")
     raises("bad argument #1 to '__call' (protocall.Type expected, got boolean)", debug.getmetatable(T).__call, true, {})
   end)
+
+  it("a view or container whose user values the debug library replaced raises where it needs them", function()
+    -- (debug.setfenv under LuaJIT, debug.setuservalue under Lua 5.4: the next
+    -- sub-message read took the missing anchor's user values, a crash)
+    local K = pool:message("hm.K", { { "sub", "hm.K", 1 }, { "kids", "hm.K", 2, repeated = true },
+      { "n", "int32", 3 } })
+    local text = "a message object's user values were replaced through the debug library"
+    local function raises(f, ...)
+      local ok, err = pcall(f, ...)
+      assert.is_false(ok)
+      assert.are.equal(text, (tostring(err):gsub("^[^:]*:%d+: ", "")))
+    end
+    local function replace(obj, value)
+      if debug.setfenv then
+        debug.setfenv(obj, value)
+      else
+        debug.setuservalue(obj, value[1], 1)
+      end
+    end
+    local bytes = pc.encode(K { sub = { sub = { n = 2 }, kids = { { n = 3 } } } })
+    local function quiet(f, ...) -- raises or not; a string error, no crash
+      local ok, err = pcall(f, ...)
+      assert(ok or type(err) == "string")
+    end
+    local values = { {}, { 5 }, { "x" }, { true }, { io.stdout }, { K {} } }
+    if debug.upvalueid then values[#values + 1] = { debug.upvalueid(raises, 1) } end -- a light userdata
+    for _, value in ipairs(values) do
+      local root = pc.decode(K, bytes)
+      local v = root.sub
+      replace(v, value)
+      -- (reads take another full userdata as the anchor: no refs, no crash)
+      local read = type(value[1]) == "userdata" and quiet or raises
+      read(function() return v.sub end)
+      local kid = v.kids[1] -- (its view keeps the anchor read; it raises where it uses it)
+      raises(function() kid.sub = K {} end)
+      raises(function() v.sub = K {} end)
+      raises(pc.merge, v, K { sub = { n = 1 } })
+      assert.is_true(rawequal(v, root.sub))
+      root = pc.decode(K, bytes)
+      local kids = root.sub.kids
+      replace(kids, value)
+      raises(function() return kids[1] end)
+      assert.are.equal(bytes, pc.encode(root))
+    end
+  end)
 end)

@@ -556,10 +556,32 @@ int lpc_push_anchor_of(lua_State *L, int idx, int kind) {
   if (kind == kLpc_Standalone)
     lua_pushvalue(L, idx);
   else if (kind == kLpc_View)
-    lpc_push_known_uv(L, idx, 1); /* a view: user value 1 its anchor */
+    lpc_push_view_anchor(L, idx);
   else
     lua_getiuservalue(L, idx, 1);
   return lua_gettop(L);
+}
+
+_Noreturn void lpc_replaced_error(lua_State *L) {
+  lpc_msg_error(L, "a message object's user values were replaced through the debug library");
+}
+
+/* Whether the value at 'a' is an anchor: an Arena or a standalone message. */
+static int is_anchor(lua_State *L, int a) {
+  if (lua_type(L, a) != LUA_TUSERDATA || !lua_getmetatable(L, a)) return 0;
+  lua_rawgetp(L, LUA_REGISTRYINDEX, &lpc_arena_mt_key);
+  int arena = lua_rawequal(L, -1, -2);
+  lua_pop(L, 2);
+  return arena || lpc_to_message(L, a, NULL) == lua_touserdata(L, a);
+}
+
+/* Pushes the anchor of the view at 'idx' (its user value 1), raising
+ * (lpc_replaced_error) unless it is an Arena or a standalone message:
+ * what a write or a new object's refs use must be one. */
+void lpc_push_view_anchor(lua_State *L, int idx) {
+  if (lua_type(L, idx) != LUA_TUSERDATA) lpc_replaced_error(L);
+  lpc_push_known_uv(L, idx, 1);
+  if (!is_anchor(L, -1)) lpc_replaced_error(L);
 }
 
 /* Pushes the anchor of the message at 'idx'; returns its absolute index. */

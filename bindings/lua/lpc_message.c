@@ -259,6 +259,7 @@ static int push_kept(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *
   } else {
     lpc_push_uv(L, uvs, 1); /* the anchor */
     int a = lua_gettop(L);
+    lpc_check_anchor(L, a);
     /* its refs (lpc_push_refs without making them): a view's anchor has a
      * user value (an Arena; a standalone message, of a type that holds
      * messages), a table once something was kept (else nil, or a flat
@@ -602,6 +603,7 @@ void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int k
     elems = lua_gettop(L);
   }
   lpc_get_known_uv(L, c, 1);
+  if (!is_object_of(L, -1, cont->msg)) lpc_replaced_error(L); /* (replaced: the debug library) */
   if (cont->kind == 0) cont->kind = kind_of_object(L, -1, cont->msg);
   int a = lpc_push_anchor_of(L, -1, cont->kind);
   if (elems == 0) {
@@ -653,8 +655,14 @@ static void push_elem_view(lua_State *L, lpc_Container *c, size_t n, lua_Integer
     lpc_set_uv(L, uvs, 2);
   }
   lpc_push_uv(L, uvs, 1);
-  if (c->kind == 0) c->kind = kind_of_object(L, obj, c->msg);
-  /* the anchor (lpc_push_anchor_of's, the kind at hand) */
+  /* its message object, checked as is_object_of does (the debug library
+   * may have replaced it), without the call */
+  const void *p = lua_touserdata(L, obj);
+  if (p == NULL || (p != (const void *)c->msg && *(pc_Message *const *)p != c->msg))
+    lpc_replaced_error(L);
+  if (c->kind == 0) c->kind = p == (const void *)c->msg ? kLpc_Standalone : kLpc_View;
+  /* the anchor (lpc_push_anchor_of's, the kind at hand; its element views
+   * keep it, and check it where they use it) */
   if (c->kind == kLpc_View)
     lpc_push_known_uv(L, obj, 1);
   else

@@ -284,6 +284,21 @@ const char *lpc_push_shown(lua_State *L, int idx);
 /* As lpc_pace_arena, for the box at hand. */
 void lpc_pace(lua_State *L, lpc_ArenaBox *h);
 int lpc_push_anchor(lua_State *L, int idx);
+/* The debug library can replace the user values of a view or a container
+ * (debug.setfenv under LuaJIT, debug.setuservalue): what is read from them
+ * and then used as an object (an anchor, a container's message object) is
+ * checked where a new object is made or memory is written, never on a read
+ * of a kept one; lpc_replaced_error raises. */
+_Noreturn void lpc_replaced_error(lua_State *L);
+void lpc_push_view_anchor(lua_State *L, int idx);
+/* Raises unless the value at 'a', an anchor read from a view's user value
+ * 1, is a full userdata, as the API calls that read its own user values
+ * need: what a read does with it (push_kept, lpc_message.c: its refs
+ * looked up, then kept by the new view) takes any, and the view's writes
+ * check it further (lpc_push_view_anchor). */
+LPC_INLINE void lpc_check_anchor(lua_State *L, int a) {
+  if (lua_type(L, a) != LUA_TUSERDATA) lpc_replaced_error(L);
+}
 int lpc_push_anchor_of(lua_State *L, int idx, int kind);
 void lpc_push_refs(lua_State *L, int a, int create);
 lpc_ArenaBox *lpc_anchor_arena(lua_State *L, int a);

@@ -131,6 +131,49 @@ describe("codec scratch state", function()
   end)
 
   if R.luajit then
+    it("takes the scratch back after an error left it marked busy", function()
+      -- LuaJIT's lua_pushlstring runs finalizers before it copies, and a
+      -- finalizer's error unwinds it: the busy mark stayed, and every later
+      -- call made a scratch of its own (a CodecState or JsonState userdata:
+      -- more memory per call than before the error)
+      local function bytes_per_call(run) -- (the fewest of a few: the first may warm something)
+        local least = math.huge
+        for _ = 1, 5 do
+          collectgarbage()
+          collectgarbage()
+          collectgarbage("stop")
+          local before = collectgarbage("count")
+          run("b")
+          least = math.min(least, (collectgarbage("count") - before) * 1024)
+          collectgarbage("restart")
+        end
+        return least
+      end
+      for _, name in ipairs { "pc.encode(m)", "pc.to_json(m)" } do
+        local run = calls[name]
+        local want = run("a")
+        local normal = bytes_per_call(run)
+        local armed, raised = true, nil
+        for _ = 1, 100000 do -- (the call's one collector step is its lua_pushlstring's)
+          getmetatable(newproxy(true)).__gc = function()
+            if armed then
+              armed = false
+              error("finalizer error")
+            end
+          end
+          local ok, err = pcall(run, "a")
+          if not ok then
+            raised = err
+            break
+          end
+          for _ = 1, 10 do local _ = {} end -- luacheck: ignore 211
+        end
+        assert.matches("finalizer error", tostring(raised), 1, true)
+        assert.are.equal(want, run("a"))
+        assert.are.equal(normal, bytes_per_call(run), name)
+      end
+    end)
+
     it("keeps an FFI struct's other fields when a hook writes another struct of its type meanwhile", function()
       -- p.e = "ONE" goes through the C __newindex on a scratch message
       -- (core.ffi_slow): a write to q made inside it must not land in p

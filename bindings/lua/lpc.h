@@ -27,6 +27,23 @@
 #define LPC_INLINE static inline
 #endif
 
+/* Busy marks of per-state scratch (README, "Errors"): the C stack frame of
+ * the call using it, 0 when free. LuaJIT has no lua_toclose, so a mark an
+ * error (a memory error, a finalizer's error) left behind stays set: a
+ * later call takes the scratch for one in use only when it runs deeper on
+ * the C stack than the marking frame, as a call made meanwhile (by a
+ * finalizer, a hook) does while the marking call runs; a call no deeper
+ * knows the marking one has returned or unwound, and takes the scratch
+ * back. (The stack grows down on the targets built; without the builtin,
+ * any mark is taken as in use.) */
+#if defined(__GNUC__)
+#define LPC_BUSY_MARK()   ((uintptr_t)__builtin_frame_address(0))
+#define LPC_IS_BUSY(mark) ((mark) != 0 && LPC_BUSY_MARK() < (mark))
+#else
+#define LPC_BUSY_MARK()   ((uintptr_t)1)
+#define LPC_IS_BUSY(mark) ((mark) != 0)
+#endif
+
 void lpc_open_status(lua_State *L);   /* status codes (lpc_base.c) */
 void lpc_open_schema(lua_State *L);   /* pools, types, declarations (lpc_schema.c) */
 void lpc_open_message(lua_State *L);  /* message instances (lpc_message_ops.c) */

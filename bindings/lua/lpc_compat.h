@@ -14,7 +14,8 @@
  *     yield across a C function, so lua/protocall/call/callable.lua makes callables
  *     Lua functions under LuaJIT.
  *   - lua_toclose: nothing (the caller also clears what its __close would
- *     on the normal path; an error raised meanwhile leaves it set).
+ *     on the normal path; an error raised meanwhile leaves it set: a busy
+ *     mark, LPC_BUSY_MARK in lpc.h, is then taken back by a later call).
  *   - lua_pushfstring, lua_pushvfstring, luaL_error: also take "%I" (a
  *     lua_Integer), as 5.4 does (lpc_compat.c). */
 #ifndef LPC_COMPAT_H

@@ -69,11 +69,11 @@ static pc_Pool *pool_of(lua_State *L, const pc_MessageDef *def) {
 /* to_json's buffer (its upvalue), and (LuaJIT) whether it holds text being
  * copied into a string: LuaJIT's lua_pushlstring steps the collector before
  * it copies (Lua 5.4's after), and a to_json a finalizer runs then writes
- * into a JsonState of its own ('busy' stays set if the copy raises, which
- * leaves every to_json such a new one). */
+ * into a JsonState of its own ('busy', a busy mark: LPC_BUSY_MARK, lpc.h,
+ * so one the copy's error left is taken back). */
 typedef struct {
   pc_JsonBuf b;
-  int busy;
+  uintptr_t busy;
 } JsonState;
 
 static int lpc_jsonstate_gc(lua_State *L) {
@@ -154,7 +154,7 @@ static int lpc_to_json(lua_State *L) {
   pc_JsonWriteOptions o;
   pc_Pool *pool = write_options(L, 2, "to_json", &o, &finder);
   if (pool == NULL) pool = pool_of(L, def);
-  JsonState *own = LPC_LUAJIT && js->busy ? new_jsonstate(L) : js; /* see JsonState */
+  JsonState *own = LPC_LUAJIT && LPC_IS_BUSY(js->busy) ? new_jsonstate(L) : js; /* see JsonState */
   pc_JsonBuf *b = &own->b;
   pc_Error err;
   pc_JsonStatus st;
@@ -167,7 +167,7 @@ static int lpc_to_json(lua_State *L) {
     pc_JsonBuf_Free(b);
     return luaL_error(L, "%s", err.msg);
   }
-  if (LPC_LUAJIT) own->busy = 1;
+  if (LPC_LUAJIT) own->busy = LPC_BUSY_MARK();
   lua_pushlstring(L, b->data != NULL ? b->data : "", b->size);
   if (LPC_LUAJIT) own->busy = 0;
   if (b->cap > LPC_JSONBUF_KEEP || own != js) pc_JsonBuf_Free(b);
@@ -211,7 +211,7 @@ typedef struct {
   pc_Arena *arena; /* the message between the two forms; NULL before the first use */
   pc_WireWriter w; /* json_to_wire's output */
   pc_JsonBuf json; /* wire_to_json's output */
-  int busy;        /* a call is using this state */
+  uintptr_t busy;  /* a call is using this state: a busy mark (LPC_BUSY_MARK, lpc.h) */
 } TranscodeState;
 
 static int lpc_tcstate_gc(lua_State *L) {
@@ -255,13 +255,13 @@ static TranscodeState *new_tcstate(lua_State *L) {
  * 'def' in it; raises when memory runs out. */
 static TranscodeState *take_tcstate(lua_State *L, const pc_MessageDef *def, pc_Message **msg) {
   TranscodeState *ts = lua_touserdata(L, lua_upvalueindex(1));
-  if (ts->busy) {
+  if (LPC_IS_BUSY(ts->busy)) {
     ts = new_tcstate(L);
   } else {
     lua_pushvalue(L, lua_upvalueindex(1));
   }
   lua_toclose(L, -1);
-  ts->busy = 1;
+  ts->busy = LPC_BUSY_MARK();
   if (ts->arena == NULL)
     ts->arena = pc_Arena_New(NULL, NULL);
   else

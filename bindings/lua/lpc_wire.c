@@ -28,18 +28,19 @@
 
 /* Per-state scratch, the upvalue of encode and decode. */
 typedef struct {
-  pc_WireWriter w;   /* the encode buffer */
-  pc_Arena *scratch; /* decode's arena for all-number types; stays empty
-                        (no block) unless the input had unknown fields */
-  pc_Arena *tables;  /* decode's arena for {table = true}: the tree lives only
-                        until it is copied, then the arena is reset */
-  int tables_busy;   /* 'tables' holds a tree being copied (a decode that
-                        runs meanwhile, from a finalizer, uses its own) */
-  int w_busy;        /* LuaJIT: 'w' holds bytes being copied into a string
-                        (its lua_pushlstring steps the collector first), and an
-                        encode a finalizer runs then takes a buffer of its own
-                        (encode_aside); stays set if the copy raises, which
-                        leaves every encode such a new buffer */
+  pc_WireWriter w;       /* the encode buffer */
+  pc_Arena *scratch;     /* decode's arena for all-number types; stays empty
+                            (no block) unless the input had unknown fields */
+  pc_Arena *tables;      /* decode's arena for {table = true}: the tree lives only
+                            until it is copied, then the arena is reset */
+  uintptr_t tables_busy; /* 'tables' holds a tree being copied (a decode
+                            that runs meanwhile, from a finalizer, uses its
+                            own): a busy mark (LPC_BUSY_MARK, lpc.h) */
+  uintptr_t w_busy;      /* LuaJIT: 'w' holds bytes being copied into a
+                            string (its lua_pushlstring steps the collector
+                            first), and an encode a finalizer runs then takes
+                            a buffer of its own (encode_aside): a busy mark,
+                            so one the copy's error left is taken back */
   /* The last message metatable encode met and what it means, and the last
    * Type decode met. Saves the generic checks on the common loop of one
    * type. Slots 1 and 2 of the table in upvalue 2 of encode and decode hold
@@ -208,10 +209,10 @@ static int lpc_codecstate_close(lua_State *L) {
  * tables (1), or nil and the reason (2). 0 when the arena is in use. */
 static int decode_to_table(lua_State *L, CodecState *cs, const pc_MessageDef *def,
                            const char *bytes, size_t len, const pc_DecodeOptions *opts) {
-  if (cs->tables_busy) return 0;
+  if (LPC_IS_BUSY(cs->tables_busy)) return 0;
   if (cs->tables == NULL && (cs->tables = pc_Arena_New(NULL, NULL)) == NULL)
     return luaL_error(L, "not enough memory");
-  cs->tables_busy = 1;
+  cs->tables_busy = LPC_BUSY_MARK();
   lua_pushvalue(L, CODEC_STATE);
   lua_toclose(L, -1);
   pc_Error err;
@@ -288,7 +289,7 @@ static int lpc_codec_encode(lua_State *L) {
   if (!lua_isnoneornil(L, 2)) encode_options(L, 2, &opts);
   /* Lua 5.4's lua_pushlstring copies before its collector step, LuaJIT's
    * steps first: only there may 'w' be busy (w_busy) */
-  if (LPC_LUAJIT && cs->w_busy) return encode_aside(L, msg, def, &opts);
+  if (LPC_LUAJIT && LPC_IS_BUSY(cs->w_busy)) return encode_aside(L, msg, def, &opts);
   pc_WireWriter *w = &cs->w;
   pc_Error err;
   pc_Error_Init(&err);
@@ -298,7 +299,7 @@ static int lpc_codec_encode(lua_State *L) {
     pc_WireWriter_Free(w);
     return luaL_error(L, "%s", err.msg);
   }
-  if (LPC_LUAJIT) cs->w_busy = 1;
+  if (LPC_LUAJIT) cs->w_busy = LPC_BUSY_MARK();
   lua_pushlstring(L, (const char *)pc_WireWriter_Data(w), pc_WireWriter_Size(w));
   if (LPC_LUAJIT) cs->w_busy = 0;
   if (w->cap > LPC_ENCODEBUF_KEEP) pc_WireWriter_Free(w);

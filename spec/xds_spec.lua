@@ -783,17 +783,17 @@ describe("xDS", function()
     local cases = {
       { "an LDS listener with a zero-weight split", { LDS = function(enc)
         return { listener(enc, { route_config = routes(ZERO_SPLIT) }) }
-      end }, "while waiting for listener svc (LDS) (NACKed LDS: envoy.config.listener.v3.Listener svc: "
+      end }, "listener svc: NACKed LDS with no good copy: envoy.config.listener.v3.Listener svc: "
         .. "api_listener.api_listener.route_config.virtual_hosts[0].routes[0].route.weighted_clusters: the weights sum "
-        .. "to 0)" },
+        .. "to 0" },
       { "an RDS route configuration with a zero-weight split", { LDS = function(enc)
         return { listener(enc, { rds = { config_source = { ads = {} }, route_config_name = "rc" } }) }
       end, RDS = function(enc) return { any(enc, "RDS", RC_T, routes(ZERO_SPLIT)) } end },
-        "while waiting for route configuration rc (RDS) (NACKed RDS: envoy.config.route.v3.RouteConfiguration rc: "
-        .. "virtual_hosts[0].routes[0].route.weighted_clusters: the weights sum to 0)" },
+        "route configuration rc: NACKed RDS with no good copy: envoy.config.route.v3.RouteConfiguration rc: "
+        .. "virtual_hosts[0].routes[0].route.weighted_clusters: the weights sum to 0" },
       { "two listeners of one name", { LDS = function(enc) return { listener(enc), listener(enc) } end },
-        "while waiting for listener svc (LDS) (NACKed LDS: resources[1]: envoy.config.listener.v3.Listener svc named "
-        .. "twice in one response)" },
+        "listener svc: NACKed LDS with no good copy: resources[1]: envoy.config.listener.v3.Listener svc named "
+        .. "twice in one response" },
       { "two clusters of one name", { CDS = function(enc)
         local a = { name = "A", type = 3, eds_cluster_config = { eds_config = { ads = {} } } }
         return { any(enc, "CDS", CLUSTER_T, a), any(enc, "CDS", CLUSTER_T, a) }
@@ -840,19 +840,17 @@ describe("xDS", function()
         .. "endpoints[0].lb_endpoints[0].endpoint.address.socket_address.address: an IP address expected, "
         .. "got \"a b\"" },
     }
-    -- a listener or route configuration refused with no good copy: calls wait, naming the NACK; a
-    -- cluster or its endpoints: calls fail UNAVAILABLE at once, as grpc-core's cds policy fails them
-    -- (it reports TRANSIENT_FAILURE with "CDS resource A: ..." / the EDS resolution note)
+    -- refused with no good copy, a listener or route configuration fails calls UNAVAILABLE at once
+    -- naming the NACK, as grpc-go's resolver does on a resource error with nothing cached; a cluster
+    -- or its endpoints too, as grpc-core's cds policy fails them (it reports TRANSIENT_FAILURE with
+    -- "CDS resource A: ..." / the EDS resolution note)
     for _, case in ipairs(cases) do
-      local waits = case[3]:find("^while") ~= nil
-      it((waits and "fails DEADLINE_EXCEEDED" or "fails UNAVAILABLE at once") .. " naming the NACK: " .. case[1],
-        function()
+      it("fails UNAVAILABLE at once naming the NACK: " .. case[1], function()
         in_process(serving(case[2]), function(t, log, port)
-          local ok, e = call(t, waits and 0.5 or 5)
+          local ok, e = call(t, 5)
           assert.is_false(ok)
-          assert.are.equal(waits and "DEADLINE_EXCEEDED" or "UNAVAILABLE", e.code)
-          assert.are.equal("xds:///svc: " .. (waits and "deadline exceeded " or "") .. case[3]:gsub("PORT", port),
-            e.message)
+          assert.are.equal("UNAVAILABLE", e.code)
+          assert.are.equal("xds:///svc: " .. case[3]:gsub("PORT", port), e.message)
           local nacked
           local t0 = pc.now()
           repeat -- a call failing at once may end before the NACK reached the server
@@ -864,6 +862,16 @@ describe("xDS", function()
         end)
       end)
     end
+
+    it("lets a wait_for_ready call wait for a NACKed listener, naming the NACK", function()
+      in_process(serving(cases[1][2]), function(t)
+        local ok, e = call(t, 0.5)
+        assert.is_false(ok)
+        assert.are.equal("DEADLINE_EXCEEDED", e.code)
+        assert.are.equal("xds:///svc: deadline exceeded while waiting for listener svc (LDS) (" .. cases[1][3] .. ")",
+          e.message)
+      end, { wait_for_ready = true })
+    end)
 
     it("works with the same server when nothing is refused", function()
       in_process(serving {}, function(t)

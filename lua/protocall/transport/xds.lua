@@ -33,7 +33,9 @@
 -- its deadline, for the configuration; a call no route matches fails
 -- UNAVAILABLE naming its path, and so does a call whose listener or route
 -- configuration does not exist (A27's does-not-exist timer, or a listener
--- deleted) or has no virtual host for `name`, and a call to a cluster that never
+-- deleted), was NACKed with no good copy (naming why, as grpc-go's resolver
+-- fails calls on a resource error with nothing cached) or has no virtual
+-- host for `name`, and a call to a cluster that never
 -- had a good resource, naming why (it does not exist, its CDS or EDS
 -- resource was NACKed with no good copy, its endpoints do not exist or
 -- none is healthy: grpc-core's TRANSIENT_FAILURE picker), unless the
@@ -188,21 +190,27 @@ end
 local function update(self, c)
   local want = {}
   need(self, want, "LDS", self.name)
-  local l, state = c:get("LDS", self.name)
+  local l, state, nack = c:get("LDS", self.name)
   self.fatal = nil
   if l == nil then
     self.routes, self.why = nil, "waiting for listener " .. self.name .. " (LDS)"
     if state == "absent" then self.fatal = "listener " .. self.name .. " does not exist (LDS)" end
+    if state == "refused" then
+      self.fatal = "listener " .. self.name .. ": NACKed LDS with no good copy: " .. nack
+    end
     return
   end
   local hcm, rc = l.hcm, l.hcm.route_config
   if not rc then
     local rname = hcm.rds.route_config_name
     need(self, want, "RDS", rname)
-    rc, state = c:get("RDS", rname)
+    rc, state, nack = c:get("RDS", rname)
     if rc == nil then
       self.routes, self.why = nil, "waiting for route configuration " .. rname .. " (RDS)"
       if state == "absent" then self.fatal = "route configuration " .. rname .. " does not exist (RDS)" end
+      if state == "refused" then
+        self.fatal = "route configuration " .. rname .. ": NACKed RDS with no good copy: " .. nack
+      end
       return
     end
   end
@@ -331,8 +339,9 @@ local function route(self, path, settings)
   local timeout = settings and settings.timeout
   local deadline = timeout and (self.fatal or self.routes == nil) and monotonic() + timeout
   if self.fatal or self.routes == nil then -- else no closures: the common case costs nothing more
-    -- a listener or route configuration that does not exist, or no virtual host, fails the call
-    -- UNAVAILABLE as grpc-core's resolver error does; a wait_for_ready call waits instead
+    -- a listener or route configuration that does not exist or was NACKed with no good copy, or
+    -- no virtual host, fails the call UNAVAILABLE as grpc-core's resolver error does; a
+    -- wait_for_ready call waits instead
     local wait = self.wait_for_ready
     await(self, path, deadline, function()
       if self.fatal and not wait then error(unavailable(self, path, self.fatal), 0) end

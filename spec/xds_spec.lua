@@ -931,6 +931,19 @@ describe("xDS", function()
       pc.run()
     end)
 
+    it("takes a listener not to exist when the management server answers nothing at all (the timer starts once "
+      .. "the request went out, gRFC A27, A57)", function()
+      -- (a server owes no response while nothing asked for exists: the timer started at the
+      -- stream's first response, so the calls waited to their deadline)
+      in_process(function() return {} end, function(t, log)
+        local ok, e = call(t, 3)
+        assert.is_false(ok)
+        assert.are.equal("UNAVAILABLE", e.code) -- (not DEADLINE_EXCEEDED)
+        assert.are.equal("xds:///svc: listener svc does not exist (LDS)", e.message)
+        assert.are.equal(protos.TYPE_URL.LDS, log[1].type_url) -- asked, never answered
+      end)
+    end)
+
     it("takes a cluster deleted by the next CDS answer not to exist at once, one never received by its timer",
       function()
       xds_client.RESOURCE_TIMEOUT = 60

@@ -611,12 +611,17 @@ end
 
 -- The resource-does-not-exist timers (gRFC A27, A57): a resource asked
 -- for on the stream, neither cached nor refused, that has not come
--- M.RESOURCE_TIMEOUT seconds after the stream was up (a response read
--- from it: the connection works; A57 starts it at the channel's READY,
--- which a response proves) is missing, get() says "absent", until it
--- comes. The timers stop with the stream; a new one starts them again.
+-- M.RESOURCE_TIMEOUT seconds after the request naming it went out on a
+-- connection that works (A57: sent, and the channel READY) is missing,
+-- get() says "absent", until it comes. A response read on the stream
+-- proves the connection, and so do the stream's request bytes all sent:
+-- a call waiting for a connection keeps them queued (call:unsent()), and
+-- a server owes no response while nothing asked for exists (A57's
+-- "Rationale"). The timers stop with the stream; a new one starts them
+-- again.
 local function timers(self)
-  if not self.up then return end
+  local call = self.call
+  if call == nil or not (self.up or call.call:unsent() == 0) then return end
   local now = monotonic()
   for _, k in ipairs(KINDS) do
     local asked, due, missing, cache, refused = self.asked[k], self.due[k], self.missing[k], self.cache[k],

@@ -524,7 +524,7 @@ describe("xDS", function()
           ep(a) } } }), a)
       end
       for _, a in ipairs { "a b", "unix:/tmp/x", "127.0.0.1:1", "[::1]", "localhost", "256.0.0.1", "1.2.3", "1.2.3.4.5",
-        "1:2:3:4:5:6:7:8:9", ":1", "1:", "1::2::3", "12345::", "::1%eth0", ":::1", "1:2:3:4:5:6:7:1.2.3.4",
+        "1:2:3:4:5:6:7:8:9", ":1", "1:", "1::2::3", "12345::", ":::1", "1:2:3:4:5:6:7:1.2.3.4",
         " 10.0.0.1", "010.0.0.1", "::ffff:1.2.3.04" } do
         assert.are.equal(("endpoints[0].lb_endpoints[1].endpoint.address.socket_address.address: an IP address "
           .. "expected, got %q"):format(a), check("EDS", cla { { load_balancing_weight = { value = 1 },
@@ -583,6 +583,35 @@ describe("xDS", function()
           ep("10.0.0.4")), loc(0, 1, { region = "rz", sub_zone = "s" }, ep("10.0.0.5")) }))
       -- a duplicate of weight 0 is left out unchecked
       assert.is_nil(check("EDS", cla { loc(0, 1, a, ep("10.0.0.1")), loc(0, 0, a, ep("10.0.0.2")) }))
+    end)
+
+    -- grpc-core's grpc_parse_ipv6_hostport: a zone is a number, else an interface of this host
+    -- (if_nametoindex); its index is part of the sockaddr the addresses are compared by
+    it("takes an IPv6 zone that is a number or names a network interface of this host", function()
+      local function loc(...) return { load_balancing_weight = { value = 1 }, lb_endpoints = { ... } } end
+      for _, a in ipairs { "fe80::1%1", "fe80::1%lo", "::1%0", "fe80::1%4294967295" } do
+        assert.is_nil(check("EDS", cla { loc(ep(a)) }), a)
+      end
+      local at = "endpoints[0].lb_endpoints[0].endpoint.address.socket_address.address: "
+      assert.are.equal(at .. 'the zone of "fe80::1%no-such-if0" is no number and names no network interface of this '
+        .. "host", check("EDS", cla { loc(ep("fe80::1%no-such-if0")) }))
+      assert.are.equal(at .. 'the zone of "fe80::1%4294967296" is no number and names no network interface of this '
+        .. "host", check("EDS", cla { loc(ep("fe80::1%4294967296")) }))
+      assert.are.equal(at .. 'the zone of "fe80::1%" is no number and names no network interface of this host',
+        check("EDS", cla { loc(ep("fe80::1%")) }))
+      for _, a in ipairs { "1.2.3.4%1", "%1", "fe80::g%1" } do
+        assert.are.equal(at .. ("an IP address expected, got %q"):format(a), check("EDS", cla { loc(ep(a)) }))
+      end
+      -- "lo" is interface 1 (Linux); zone 0 is none
+      assert.are.equal("endpoints[1].lb_endpoints[0].endpoint.address.socket_address: duplicate endpoint address "
+        .. "[fe80::1%1]:80 (endpoints[0].lb_endpoints[0] has it as [fe80::1%lo]:80)",
+        check("EDS", cla { loc(ep("fe80::1%lo")), loc(ep("fe80::1%1")) }))
+      assert.are.equal("endpoints[1].lb_endpoints[0].endpoint.address.socket_address: duplicate endpoint address "
+        .. "[fe80::1%0]:80 (endpoints[0].lb_endpoints[0] has it as [fe80::1]:80)",
+        check("EDS", cla { loc(ep("fe80::1")), loc(ep("fe80::1%0")) }))
+      assert.is_nil(check("EDS", cla { loc(ep("fe80::1%1")), loc(ep("fe80::1%2")), loc(ep("fe80::1")) }))
+      assert.are.equal("fe80::1%1", xds_client.endpoint_host("fe80::1%lo"))
+      assert.are.equal("fe80::1", xds_client.endpoint_host("fe80::1"))
     end)
 
     -- grpc-core's ResolvedAddressSet compares the sockaddr: family, binary address, port
@@ -871,6 +900,22 @@ describe("xDS", function()
         assert.are.equal("xds:///svc: deadline exceeded while waiting for listener svc (LDS) (" .. cases[1][3] .. ")",
           e.message)
       end, { wait_for_ready = true })
+    end)
+
+    it("reaches an endpoint whose IPv6 address has a zone (an interface name: its index)", function()
+      local v6 = pc.listen(pc.server({ ["xt.Named"] = { Who = function() return { name = "v6" } end } },
+        { pool = pool }), "[::1]:0")
+      pc.spawn(function() v6:serve() end)
+      in_process(serving { EDS = function(enc)
+        return { any(enc, "EDS", CLA_T, { cluster_name = "A", endpoints = { { locality = { zone = "z1" },
+          load_balancing_weight = { value = 1 }, lb_endpoints = { { endpoint = { address = { socket_address = {
+            address = "::1%lo", port_value = v6.port } } } } } } } }) }
+      end }, function(t)
+        local ok, r = call(t, 3)
+        v6:shutdown(0)
+        assert(ok, tostring(r))
+        assert.are.equal("v6", r.name)
+      end)
     end)
 
     it("works with the same server when nothing is refused", function()

@@ -21,6 +21,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <net/if.h>
 #include <poll.h>
 #include <string.h>
 #include <unistd.h>
@@ -1003,6 +1004,18 @@ static int lpc_grpc_poll_fds(lua_State *L) {
   return 2;
 }
 
+/* -- index = core.if_index(name)   -- the index of this host's network
+ * interface 'name' (if_nametoindex(3)), 0 when it has none of that name:
+ * the zone of an xDS endpoint's IPv6 address
+ * (lua/protocall/transport/xds_client.lua). */
+static int lpc_if_index(lua_State *L) {
+  size_t len;
+  const char *name = luaL_checklstring(L, 1, &len);
+  unsigned index = len > 0 && len < IF_NAMESIZE && strlen(name) == len ? if_nametoindex(name) : 0;
+  lua_pushinteger(L, (lua_Integer)index);
+  return 1;
+}
+
 /* -- bytes | "" | nil [, message] = core.read_ready(fd [, max])
  * What descriptor 'fd' (an integer; 0 is standard input) holds now, read
  * without waiting: up to 'max' bytes (default 65536, at most 16 MiB), ""
@@ -1355,6 +1368,7 @@ void lpc_open_net(lua_State *L) {
                                    {"grpc_pump", lpc_grpc_pump},
                                    {"grpc_poll_fds", lpc_grpc_poll_fds},
                                    {"read_ready", lpc_read_ready},
+                                   {"if_index", lpc_if_index},
                                    {"resolve", lpc_resolve},
                                    {"resolver", lpc_resolver_new},
                                    {"grpc_timeout", lpc_grpc_timeout},

@@ -121,7 +121,8 @@ local function places_of(cla)
           -- wrap); a float then, exact below 2^53
           local ew = w * 1.0 * lw
           if ew < 2 ^ 53 then ew = w * lw end
-          places[#places + 1] = { host = sa.address, port = tostring(sa.port_value), tls = false, weight = ew }
+          places[#places + 1] = { host = xds_client.endpoint_host(sa.address), port = tostring(sa.port_value),
+            tls = false, weight = ew }
         end
       end
     end

@@ -391,7 +391,8 @@ local function ipv4(s)
 end
 
 -- Whether `s` is an IPv6 address as RFC 4291 writes it (hex groups, at
--- most one "::", an IPv4 tail), without brackets, port or zone.
+-- most one "::", an IPv4 tail), without brackets, port or zone (CHECK.EDS
+-- takes a zone apart: zone_index).
 local function ipv6(s)
   if not s:find(":", 1, true) or s:find("[^%x:.]") then return false end
   local head = s
@@ -455,12 +456,39 @@ local function ipv6_bytes(s)
   return left .. ("\0"):rep(16 - #left - #right) .. right
 end
 
+-- The scope index of the zone of an IPv6 address ("fe80::1%eth0"), as
+-- grpc-core's grpc_parse_ipv6_hostport reads it: a decimal number, else
+-- the name of a network interface of this host (if_nametoindex); nil when
+-- it is neither. (grpc-go takes any: Go's dialer reads the zone.)
+local function zone_index(zone)
+  if zone:find("^%d+$") then
+    local n = tonumber(zone)
+    return n <= UINT32_MAX and n or nil
+  end
+  local index = core.if_index(zone)
+  return index > 0 and index or nil
+end
+
+--- host = xds_client.endpoint_host(address): an EDS endpoint's address
+-- (one CHECK.EDS took) as the connection is made to it: the zone of an
+-- IPv6 address as its scope index ("fe80::1%eth0" -> "fe80::1%2"), which
+-- getaddrinfo takes for any address (glibc takes a name for a link-local
+-- one alone).
+function M.endpoint_host(address)
+  local head, zone = address:match("^([^%%]*)%%(.*)$")
+  if head == nil then return address end
+  return head .. "%" .. zone_index(zone)
+end
+
 -- The key an endpoint address is compared by, as grpc-core's
 -- ResolvedAddressSet compares the sockaddr: the family, the binary
--- address and the port ("::ffff:1.2.3.4" and "::ffff:102:304" are one
--- address; "1.2.3.4" is another, an IPv4 sockaddr).
-local function address_key(address, v6, port)
-  if v6 then return "6" .. ipv6_bytes(address) .. ":" .. port end
+-- address, the scope index of an IPv6 zone (`scope`; 0 is none) and the
+-- port ("::ffff:1.2.3.4" and "::ffff:102:304" are one address; "1.2.3.4"
+-- is another, an IPv4 sockaddr; "fe80::1%1" and "fe80::1%lo" one).
+local function address_key(address, v6, port, scope)
+  if v6 then
+    return "6" .. ipv6_bytes(address) .. ((scope or 0) ~= 0 and "%" .. scope or "") .. ":" .. port
+  end
   local a, b, c, d = address:match("^(%d+)%.(%d+)%.(%d+)%.(%d+)$")
   return "4" .. char(tonumber(a), tonumber(b), tonumber(c), tonumber(d)) .. ":" .. port
 end
@@ -495,8 +523,15 @@ function CHECK.EDS(cla)
       local sa = e.endpoint and e.endpoint.address and e.endpoint.address.socket_address
       local address, port = sa and sa.address, sa and sa.port_value
       local v6 = address and ipv6(address)
-      local key = (v6 or address and ipv4(address)) and port and port >= 1 and port <= 65535
-        and address_key(address, v6, port)
+      local ip, scope, ok = address, nil, v6 or address and ipv4(address)
+      if not ok and address then -- an IPv6 address may carry a zone ("fe80::1%eth0")
+        local head, zone = address:match("^([^%%]*)%%(.*)$")
+        if head and ipv6(head) then
+          ip, v6, scope = head, true, zone_index(zone)
+          ok = scope ~= nil
+        end
+      end
+      local key = ok and port and port >= 1 and port <= 65535 and address_key(ip, v6, port, scope)
       -- the common case, a new address, costs no text
       if key and where[key] == nil then
         where[key], at_j[key], sas[key] = i, j, sa
@@ -505,9 +540,11 @@ function CHECK.EDS(cla)
         local at = ep .. ".endpoint.address.socket_address"
         if sa == nil then return at .. ": missing" end
         if address == nil or address == "" then return at .. ".address: empty" end
-        if not (v6 or ipv4(address)) then
-          return format("%s.address: an IP address expected, got %q", at, address)
+        if v6 and ip ~= address and not scope then
+          return format("%s.address: the zone of %q is no number and names no network interface of this host", at,
+            address)
         end
+        if not ok then return format("%s.address: an IP address expected, got %q", at, address) end
         if port == nil or port < 1 or port > 65535 then
           return at .. ".port_value: a port in 1..65535 expected"
         end

@@ -134,6 +134,14 @@ local function log_failure(method, err)
   stderr:flush()
 end
 
+-- pc.listen's `log`: an error of the gateway's own forwarding code (not a
+-- status: its client gets UNKNOWN without the text) on stderr, with its
+-- traceback.
+local function log_handler_error(text)
+  stderr:write("protocall gateway: ", text, "\n")
+  stderr:flush()
+end
+
 -- The upstream's failure as the gateway's: a pc.Error keeps its code,
 -- message and details, its trailers becoming the gateway's; one the
 -- gateway's channel gave (no connection, a connection lost: not a status
@@ -510,7 +518,7 @@ function M.gateway.run(flags, args)
   local addr = flags.listen or "127.0.0.1:8080"
   local ok, listener = pcall(pc.listen, server, addr, { rest = unreachable and {} or rest,
     cert_file = flags["listen-cert"], key_file = flags["listen-key"],
-    cors = flags.cors and { origins = flags.cors } or nil })
+    cors = flags.cors and { origins = flags.cors } or nil, log = log_handler_error })
   if not ok then
     local n, why = tostring(listener):match("cors%.origins%[(%d+)%] (must be an origin .-), got ")
     if n then usage_error("gateway", format("-cors '%s': %s", flags.cors[tonumber(n)], why)) end

@@ -52,7 +52,7 @@ local LISTEN_OPTIONS = {
   max_connection_age = "number", max_connection_age_grace = "number",
   handshake_timeout = "number", stream_window = "number", connection_window = "number",
   max_resets = "number", max_control_frames = "number", incomplete_budget = "number",
-  stall_timeout = "number", mode = "mode", cors = "table", rest = "rest",
+  stall_timeout = "number", mode = "mode", cors = "table", rest = "rest", log = "function",
 }
 
 local CORS_OPTIONS = { origins = "table", headers = "table", expose = "table", max_age = "number",
@@ -136,13 +136,28 @@ local function rest_cors(c, tc, rest_opt)
   return out
 end
 
+-- pc.listen's default `log`: the text on stderr.
+local function log_stderr(text)
+  io.stderr:write("pc.listen: ", text, "\n")
+  io.stderr:flush()
+end
+
 local Listener = { __name = "protocall.Listener" }
 Listener.__index = Listener
 
+-- Logs with the listener's `log` what a handler of method `info` raised
+-- when it is not a pc.Error (rpc/server.lua log_text; `trace`: invoke's
+-- traceback); REST calls (rpc/rest.lua) too.
+function Listener:log_failure(info, raised, trace)
+  local text = rpc_server.log_text(info, raised, trace)
+  if text then self.log(text) end
+end
+
 -- Ends `call` with what its handler of method `info` raised, as
 -- rpc/server.lua's failure makes it: the pc.Error's metadata and pushback
--- as trailers after those the handler set.
-local function finish_failed(call, info, raised)
+-- as trailers after those the handler set; anything else logged.
+local function finish_failed(self, call, info, raised, trace)
+  self:log_failure(info, raised, trace)
   local st = rpc_server.failure(info, raised)
   local md = st.metadata
   if md then
@@ -323,7 +338,7 @@ local function run_call(self, call)
     elseif bad then
       call:finish(code, info.full_name .. bad)
     else
-      local ok, result = rpc_server.invoke(entry, info, req, ctx, false, self.core, call)
+      local ok, result, trace = rpc_server.invoke(entry, info, req, ctx, false, self.core, call)
       if ok and info.client_streaming and info.server_streaming and result ~= nil then
         ok, result = false, status("INTERNAL", info.full_name
           .. ": a bidirectional handler answers with ctx.send and returns nothing")
@@ -343,7 +358,7 @@ local function run_call(self, call)
       if ok then
         call:finish(codes.OK, "")
       else
-        finish_failed(call, info, result)
+        finish_failed(self, call, info, result, trace)
       end
     end
     ended()
@@ -562,7 +577,12 @@ end
 -- rest: ..." naming it. Raises on a bad argument or option (naming it), a
 -- TLS file that cannot be read or is no PEM ("pc.listen: cert_file 'x.pem':
 -- cannot be read: No such file or directory"), or an address that cannot
--- be bound. Serve with `listener:serve()`.
+-- be bound. A handler's failure that is not a pc.Error (a runtime error, a
+-- string: a bug) is answered UNKNOWN "<method>: unexpected error in the
+-- handler" in every protocol, REST included, and `opts.log(text)` is
+-- called with "<method>: <the error's text>" and the traceback where it
+-- was raised on the lines after (default: "pc.listen: TEXT" on stderr).
+-- Serve with `listener:serve()`.
 function M.listen(server, address, opts)
   if not is_server(server) then
     error("bad argument #1 to 'listen' (protocall.Server expected, got " .. type(server) .. ")", 2)
@@ -644,7 +664,8 @@ function M.listen(server, address, opts)
   })
   if not ok then error("pc.listen: " .. tostring(l), 2) end
   return setmetatable({ core = l, server = server, port = l:port(), active = 0, closed = false, rest = tc,
-    rest_option = opts.rest, cors = cors or nil, max_receive = opts.max_receive_size }, Listener)
+    rest_option = opts.rest, cors = cors or nil, max_receive = opts.max_receive_size,
+    log = opts.log or log_stderr }, Listener)
 end
 
 return M

@@ -214,7 +214,7 @@ function M.serve(self, call)
     end
   end
   -- (the transcoder's `validate` checked the requests: the server's would again)
-  local ok, result = rpc_server.invoke(entry, info, req, ctx, tc.validate, core, call)
+  local ok, result, trace = rpc_server.invoke(entry, info, req, ctx, tc.validate, core, call)
   if ok and info.server_streaming then
     ok, result = pcall(function()
       local list = returned_list(info, result)
@@ -241,6 +241,7 @@ function M.serve(self, call)
     end
     return call:finish(codes.OK, "")
   end
+  self:log_failure(info, result, trace)
   local st = rpc_server.failure(info, result)
   local failed = { code = st.code, message = st.message, details_bin = st.details }
   if rt.head_sent then

@@ -154,3 +154,19 @@ describe("pc.listen, a handler's runtime error", function()
     assert.matches("spec/server_web_spec.lua:19: attempt to index", logged[2], 1, true)
   end)
 end)
+
+describe("pc.listen, an empty Connect unary body", function()
+  if not have_curl() then return end
+  it("is the empty message in proto, and INVALID_ARGUMENT in JSON, as the nginx gateway answers it", function()
+    serving(function(port)
+      for _, http in ipairs { 2, 1 } do
+        assert.equals("200", (curl(port, "/web.Calc/Add", "application/proto", http, "")))
+        for _, body in ipairs { "", "\n" } do
+          local status, _, answer = curl(port, "/web.Calc/Add", "application/json", http, body)
+          assert.equals("400", status)
+          assert.equals("invalid_argument", answer:match('"code":"([^"]*)"'), answer)
+        end
+      end
+    end)
+  end)
+end)

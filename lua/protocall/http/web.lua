@@ -324,7 +324,9 @@ function M.requests(protocol, codec, method, body, content_encoding, validate)
       if not ok or not m then return nil, invalid(format("message %d: %s", i, tostring(ok and why or m))) end
       local refusal_err = validate and refused(m)
       if refusal_err then return nil, refusal_err end
-      list[i] = encode(m)
+      local encoded, bytes = pcall(encode, m) -- (raises for a proto2 required field missing)
+      if not encoded then return nil, invalid(format("message %d: %s", i, tostring(bytes))) end
+      list[i] = bytes
     end
   elseif validate then
     local T = method.input

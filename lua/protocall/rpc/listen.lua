@@ -171,16 +171,22 @@ end
 -- message, or nil, the status code and what went wrong (protobuf that does
 -- not decode: INTERNAL, as gRPC servers answer, but INVALID_ARGUMENT for a
 -- Connect call (`connect`), as connect-go; JSON: INVALID_ARGUMENT, as
--- connect-go does).
+-- connect-go does; a proto2 required field missing, in either codec:
+-- INVALID_ARGUMENT, the request does not fit its type).
 local function decode_request(info, bytes, json, connect)
   if json then
     local m, err = from_json(info.input, bytes)
-    if m then return m end
+    if m then
+      local missing = rpc_server.missing_required(m)
+      if not missing then return m end
+      return nil, "INVALID_ARGUMENT", ": request: " .. missing
+    end
     return nil, "INVALID_ARGUMENT", ": request is not valid JSON for " .. info.input.full_name
       .. ": " .. tostring(err)
   end
   local m, err = decode(info.input, bytes)
   if m then return m end
+  if err:find("^missing required field") then return nil, "INVALID_ARGUMENT", ": request: " .. err end
   return nil, connect and "INVALID_ARGUMENT" or "INTERNAL", ": request failed to decode: " .. err
 end
 
@@ -240,7 +246,8 @@ local function make_ctx(self, call, info)
   end
   --- ctx:recv() -> the next request message (client streaming, bidi),
   -- nil at the end of the client's stream; raises pc.Error INTERNAL for
-  -- a request that does not decode, CANCELLED once the call is over; in
+  -- a request that does not decode (INVALID_ARGUMENT for one in JSON, or
+  -- lacking a proto2 required field), CANCELLED once the call is over; in
   -- a unary or server-streaming handler, raises at its line
   -- (rpc/server.lua no_recv).
   function ctx.recv()
@@ -541,7 +548,10 @@ end
 -- UNIMPLEMENTED); `timeout` and `deadline` come from grpc-timeout (Connect: Connect-Timeout-Ms).
 -- Calls in JSON (+json, application/json) read their requests with
 -- pc.from_json (JSON that does not fit the request type is
--- INVALID_ARGUMENT) and write their responses with pc.to_json. A Connect
+-- INVALID_ARGUMENT) and write their responses with pc.to_json. A request
+-- lacking a proto2 required field is INVALID_ARGUMENT "<method>: request:
+-- missing required field: ..." in every protocol and codec (REST: HTTP
+-- 400), and the handler is not called. A Connect
 -- GET (`GET /pkg.Svc/Method?connect=v1&encoding=json|proto&message=...
 -- [&base64=1][&compression=gzip]`) is served for unary methods marked
 -- `option idempotency_level = NO_SIDE_EFFECTS` (any other: HTTP 405

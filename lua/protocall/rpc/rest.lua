@@ -170,6 +170,9 @@ function M.serve(self, call)
     next_bytes, err = tc:requests_reader(route, bindings, query, body, content_type)
   else
     req, err = tc:request(route, bindings, query, body, content_type)
+    local missing = req and rpc_server.missing_required(req)
+    -- as tc:request_bytes (a client stream's lines) refuses it
+    if missing then err = Error { code = "INVALID_ARGUMENT", http_status = 400, message = "request: " .. missing } end
   end
   if err then return answer_error(tc, call, err) end
   local rt = { headers = {}, trailers = {} }

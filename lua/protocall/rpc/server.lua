@@ -18,6 +18,7 @@ local type, error, pairs, tostring, getmetatable, setmetatable =
   type, error, pairs, tostring, getmetatable, setmetatable
 local format, floor, mtype = string.format, math.floor, compat.mtype
 local xpcall, traceback = xpcall, debug.traceback
+local is_initialized = core.is_initialized
 local Error, status = errors.Error, errors.status
 local encode, decode, type_of, is_message, coerce, protect = core.encode, core.decode, core.type_of,
   core.is_message, message.coerce, core.protect
@@ -336,6 +337,19 @@ end
 -- coroutine.yield that nothing would resume), in every placement.
 function M.stray_error(info)
   return status("INTERNAL", info.full_name .. ": the handler " .. sched.STRAY)
+end
+
+--- text = missing_required(m): pc.encode's words for the proto2 required
+-- fields request `m` lacks ("missing required field: p.R.name"), or nil:
+-- a request read from JSON (pc.from_json, a transcoder's tc:request) is
+-- not checked for them, where pc.decode refuses such bytes; every
+-- placement answers it INVALID_ARGUMENT, as a request that does not fit.
+function M.missing_required(m)
+  if is_initialized(m) then return nil end -- (nothing to a type without required fields)
+  local ok, err = protect(encode, m)
+  if ok then return nil end
+  err = tostring(err)
+  return err:find("^missing required field") and err or nil
 end
 
 --- err = handler_error(info, raised): what a handler of method `info`

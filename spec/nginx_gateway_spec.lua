@@ -425,12 +425,14 @@ describe("protocall.resty.gateway inside nginx", function()
     assert.are.equal("1", h["grpc-trailer-x-done"])
   end)
 
-  it("no route is 404 and a method not served is 405, as google.rpc.Status", function()
+  it("no route is 404 and a method not served is 405 with Allow (RFC 9110), as google.rpc.Status", function()
     local code, body = request(nginx, "/v1/nowhere")
     assert.are.equal(404, code, body)
     assert.are.equal('{"code":5,"message":"no route for GET /v1/nowhere","details":[]}', body)
-    code, body = request(nginx, "/v1/calls", { method = "DELETE" })
+    local headers
+    code, body, headers = request(nginx, "/v1/calls", { method = "DELETE" })
     assert.are.equal(405, code, body)
+    assert.are.equal("GET", headers.allow)
     assert.truthy(body:find('^{"code":12,"message":"method DELETE not allowed'), body)
     for _ = 1, 4 do
       code, body = request(nginx, "/echo-local")

@@ -626,9 +626,10 @@ local function answer_error(v, err)
   if resty.aborted() then return gone() end
   if type(err) ~= "table" then err = { code = "INTERNAL", message = tostring(err) } end
   err = told(v, err)
-  local status, body, ct = v.tc:error(err)
+  local status, body, ct, allow = v.tc:error(err)
   set_headers(v, { headers = err.headers, trailers = err.metadata })
   ngx.status = status
+  if allow then ngx.header["Allow"] = allow end
   ngx.header["Content-Type"] = ct
   ngx.header["Content-Length"] = #body
   ngx.print(body)

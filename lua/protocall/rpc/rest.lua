@@ -83,8 +83,9 @@ end
 -- Answers `call` with an error (a pc.Error or a failure table of
 -- rpc/server.lua) as tc:error writes it.
 local function answer_error(tc, call, err, extra)
-  local http, body, ct = tc:error(err)
+  local http, body, ct, allow = tc:error(err)
   local h = { { "content-type", ct }, { "content-length", tostring(#body) } }
+  if allow then h[#h + 1] = { "allow", allow } end
   for _, kv in ipairs(extra or {}) do h[#h + 1] = kv end
   if call:respond(http, h) then call:send(body) end
   call:finish(codes.OK, "")

@@ -771,6 +771,11 @@ end
       assert.are.equal("text/plain", h["content-type"])
       assert.matches("^application/grpc, .*, application/connect%+json, application/proto, application/json$",
         h["accept-post"])
+      -- a streaming method takes no Connect unary type
+      code, body, h = request(nginx, "/gw.Library/ListBooks", { body = "{}", headers = { ct } })
+      assert.are.equal(415, code, body)
+      assert.matches("^application/grpc, .*, application/connect%+proto, application/connect%+json$",
+        h["accept-post"])
     end
     -- a path naming no method stays REST's 404
     local code = request(nginx, "/gw.Library/Nope", { body = "{}", headers = { "Content-Type:" } })

@@ -88,6 +88,11 @@ local function method_path_without_content_type(server)
       assert.are.equal("content-type must be gRPC's, gRPC-Web's or Connect's (see Accept-Post)\n", body)
       assert.matches("application/connect+json, application/proto, application/json", h["accept-post"], 1, true)
       assert.matches("^application/grpc, ", h["accept-post"])
+      -- a streaming method takes no Connect unary type
+      code, body, h = G.request(server, "/gw.Library/ListBooks", { body = "", http2 = h2, headers = { ct } })
+      assert.are.equal(415, code, body)
+      assert.matches("^application/grpc, .*, application/connect%+proto, application/connect%+json$",
+        h["accept-post"])
     end
     local code = G.request(server, "/gw.Library/Nope", { body = "", http2 = h2, headers = { "Content-Type:" } })
     assert.are.equal(404, code)
@@ -439,6 +444,13 @@ describe("protocall gateway", function()
       code, _, h = G.request(gw, "/v1/shelves/1/books/2", { headers = { "Origin: https://evil.example" } })
       assert.are.equal(200, code)
       assert.is_nil(h["access-control-allow-origin"])
+      -- a 415's Accept-Post is exposed to the page's script (over HTTP/1.1 and HTTP/2)
+      for _, h2 in ipairs { false, true } do
+        code, _, h = G.request(gw, "/gw.Library/Echo", { body = "", http2 = h2,
+          headers = { "Origin: https://app.example", "Content-Type: text/plain" } })
+        assert.are.equal(415, code)
+        assert.matches(", Accept%-Post$", h["access-control-expose-headers"])
+      end
       -- a gRPC client finds the schema through the gateway's own reflection service
       local out = R.capture(BIN .. " call -plaintext -d '{\"text\":\"through\"}' 127.0.0.1:" .. gw.port
         .. " gw.Library/Echo 2>&1")

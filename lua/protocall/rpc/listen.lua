@@ -572,8 +572,8 @@ end
 -- Access-Control-Request-Headers names (listener:set_server's routes and
 -- `rest` option replace them); every response to an allowed Origin carries
 -- Access-Control-Allow-Origin and the exposed headers (grpc-status,
--- grpc-message, grpc-status-details-bin, ...); another origin gets no CORS
--- header.
+-- grpc-message, grpc-status-details-bin, ...; a 415's Accept-Post too);
+-- another origin gets no CORS header.
 -- `opts.rest` (off by default) serves REST/JSON on the same address
 -- (doc/gateway.md): true for the google.api.http annotations of the
 -- services served, or a table of pc.transcoder's options (`http` rules

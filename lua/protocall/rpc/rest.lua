@@ -131,8 +131,11 @@ function M.refuse(self, call, err)
 end
 
 -- The content types of gRPC, gRPC-Web and Connect requests, as the core
--- classifies them and lists them in a 415's Accept-Post.
+-- classifies them and lists them in a 415's Accept-Post; a streaming
+-- method's list leaves out Connect unary's (application/proto and
+-- application/json, which only a unary method takes).
 local web_classify, ACCEPT_POST = core_module.web_classify, core_module.web_accept_post
+local ACCEPT_POST_STREAM = (ACCEPT_POST:gsub(", application/proto, application/json$", ""))
 
 -- rest.serve(listener, call): answers one REST request (a task of the
 -- scheduler, as listen.lua's run_call).
@@ -141,13 +144,14 @@ function M.serve(self, call)
   local target = call:path()
   local route, bindings, query = tc:match(call:http_method(), target)
   local server = self.server
-  if not route and call:http_method() == "POST" and server.methods[target:match("^[^?]*")]
-    and not web_classify("POST", call:content_type()) then
+  local named = server.methods[target:match("^[^?]*")]
+  if not route and call:http_method() == "POST" and named and not web_classify("POST", call:content_type()) then
     -- a method's own path without a content type of gRPC, gRPC-Web or
     -- Connect (none, or text/plain): what connect-go answers, not 404
     local body = "content-type must be gRPC's, gRPC-Web's or Connect's (see Accept-Post)\n"
     if call:respond(415, { { "content-type", "text/plain" }, { "content-length", tostring(#body) },
-      { "accept-post", ACCEPT_POST } }) then
+      { "accept-post", (named.info.client_streaming or named.info.server_streaming) and ACCEPT_POST_STREAM
+        or ACCEPT_POST } }) then
       call:send(body)
     end
     return call:finish(codes.OK, "")

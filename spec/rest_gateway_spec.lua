@@ -709,6 +709,45 @@ describe("protocall gateway with the upstream down at start", function()
       .. "UNAVAILABLE: connect to", log, 1, true)
     assert.matches("the upstream's schema read: serving it %(%d+ services%)\n$", log)
   end)
+
+  it("refuses calls INTERNAL, generic, when -rules do not fit the schema read later", function()
+    local port = N.free_port()
+    local rules = os.tmpname()
+    write(rules, '{"rules": [{"selector": "faults.Faults.Nope", "get": "/nope"}]}')
+    local bad = G.start_gateway(BIN, port, "-rules " .. q(rules), nil, true)
+    local rdir = os.tmpname()
+    os.remove(rdir)
+    assert(os.execute("mkdir -p " .. rdir .. "/grpc/reflection/v1"))
+    write(rdir .. "/grpc/reflection/v1/reflection.proto", pc.builtin_source("grpc/reflection/v1/reflection.proto"))
+    local up = helper.spawn_command("/usr/bin/python3 spec/reflection_server.py " .. port .. " " .. rdir .. " v1",
+      "reflection_server.py")
+    finally(function()
+      helper.stop(bad)
+      helper.stop(up)
+      os.remove(rules)
+      os.remove(bad.log)
+      os.execute("rm -rf " .. q(rdir))
+    end)
+    local ok, last = G.eventually(15, function()
+      local c, b = G.request(bad, "/faults.Faults/Echo", { body = "{}", method = "POST",
+        headers = { "Content-Type: application/json" } })
+      return c == 500, c .. " " .. b
+    end)
+    assert(ok, last)
+    -- not retryable, and not the rule: stderr has it
+    assert.are.equal('500 {"code":"internal","message":"gateway misconfigured: http rules do not fit the schema"}',
+      last)
+    local code, body = G.request(bad, "/nope")
+    assert.are.equal(500, code)
+    assert.are.equal('{"code":13,"message":"gateway misconfigured: http rules do not fit the schema","details":[]}',
+      body)
+    helper.stop(bad)
+    local f = assert(io.open(bad.log))
+    local log = f:read("a")
+    f:close()
+    assert.matches("the upstream's schema is not served, calls fail INTERNAL meanwhile: -rules '"
+      .. rules .. "': http rules: rule 1: selector 'faults.Faults.Nope' names no method", log, 1, true)
+  end)
 end)
 
 -- `protocall gateway` waits out an upstream it cannot reach, nothing else: rules
@@ -719,14 +758,16 @@ describe("protocall gateway refusing to start", function()
 
   it("exits with a -rules file that is not google.api.Http JSON, the upstream down", function()
     local rules = os.tmpname()
-    for text, why in pairs { ["garbage\n"] = "http rules: $: unexpected character 'g' at offset 0",
-      ['{"rules": 5}'] = "http rules: ",
+    -- the JSON's place as the file's line:col, from 1 (not a byte offset)
+    for text, why in pairs { ["garbage\n"] = ":1:1: http rules: $: unexpected character 'g'",
+      ['{"rules": 5}'] = ":1:11: http rules: $.rules: array expected, got a number",
       -- a rule named from 1, as a selector's error names it (below), its JSON path from 0
-      ['{"rules": [{}, {"get": 5}]}'] = "http rules: rule 2: $.rules[1].get: string expected" } do
+      ['{"rules": [{}, {"get": 5}]}'] = ":1:24: http rules: rule 2: $.rules[1].get: string expected",
+      ['{\n  "rules": [\n    {"get": 5}]}'] = ":3:13: http rules: rule 1: $.rules[0].get: string expected" } do
       write(rules, text)
       local out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -rules " .. q(rules)
         .. " 127.0.0.1:1 2>&1; echo status $?")
-      assert.matches("^protocall gateway: %-rules '" .. rules:gsub("%p", "%%%0") .. "': "
+      assert.matches("^protocall gateway: %-rules '" .. rules:gsub("%p", "%%%0") .. "'"
         .. why:gsub("%p", "%%%0") .. ".*\nstatus 1\n$", out)
       assert.not_matches("listening", out, 1, true)
     end

@@ -347,6 +347,19 @@ local function sayer()
   end
 end
 
+-- The JSON failure `why` of the -rules file `file` holding `text`: its
+-- byte offset ("... at offset 7") as the file's line and column, from 1,
+-- before it ("-rules 'FILE':2:5: http rules: $: ..."), as a compiler
+-- names a place; `why` after "-rules 'FILE': " when it has none.
+local function located(file, text, why)
+  local head, at = why:match("^(.*) at offset (%d+)$")
+  if not head then return format("-rules '%s': %s", file, why) end
+  local before = text:sub(1, tonumber(at))
+  local _, lines = before:gsub("\n", "")
+  local col = #before - (before:match("^.*()\n") or 0) + 1
+  return format("-rules '%s':%d:%d: %s", file, lines + 1, col, head)
+end
+
 -- The failure `text` of pc.listen's rest option ("pc.listen: " left out)
 -- with the -rules file `file` (nil: none) named for its rules: their
 -- errors lead with "rest: http rules: " (an annotation's name its method).
@@ -436,8 +449,13 @@ local function refresh_task(flags, transport, listener, got, seconds, rest, firs
           got = new
         else
           local why = tostring(err):gsub("^pc%.listen: ", "")
+          -- rules that do not fit are the gateway's to fix, not the client's to wait out (nor
+          -- to read: stderr has them); a schema with no service may yet get one
+          local misfit = why:find("^rest: ") ~= nil
           if not got then
-            listener:refuse(pc.Error { code = "UNAVAILABLE", message = "the upstream's schema is not served: " .. why })
+            listener:refuse(misfit and pc.Error { code = "INTERNAL",
+              message = "gateway misconfigured: http rules do not fit the schema" }
+              or pc.Error { code = "UNAVAILABLE", message = "the upstream's schema is not served: " .. why })
           end
           -- (the -rules file was read at start, once: a fixed file needs a restart)
           local named = rules_error(why, flags.rules)
@@ -445,7 +463,8 @@ local function refresh_task(flags, transport, listener, got, seconds, rest, firs
             named = named .. " (-rules is read at start: restart the gateway to take a fixed file)"
           end
           say((got and "the upstream's changed schema is not served, the current one stays: "
-            or "the upstream's schema is not served, calls fail UNAVAILABLE meanwhile: ") .. named)
+            or format("the upstream's schema is not served, calls fail %s meanwhile: ",
+              misfit and "INTERNAL" or "UNAVAILABLE")) .. named)
         end
       else
         say(nil)
@@ -476,7 +495,7 @@ function M.gateway.run(flags, args)
   if flags.rules then
     http_text = common.read_input(flags.rules, "-rules")
     local okH, why = http_rules.http_config(http_text)
-    if not okH then fail(format("-rules '%s': %s", flags.rules, why)) end
+    if not okH then fail(located(flags.rules, http_text, why)) end
   end
   local transport = common.connect(flags, args[1], "gateway")
   local pool, services, got, unreachable

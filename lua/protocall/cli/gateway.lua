@@ -312,6 +312,18 @@ local function services_of(pool, names)
   return out
 end
 
+-- The services `services` (names) the gateway forwards, as its start and
+-- refresh lines say them: counted and named as `protocall list` names
+-- them, the reflection service left out (the upstream's is not forwarded:
+-- the gateway answers reflection itself, v1 and v1alpha, which
+-- `protocall list` on the gateway shows after them).
+local function served(services)
+  local names = { table.unpack(services) }
+  sort(names) -- (as `protocall list -proto` sorts them)
+  return format("%d service%s: %s; server reflection is the gateway's own", #names,
+    #names == 1 and "" or "s", concat(names, ", "))
+end
+
 -- The upstream's schema through the reflection client `r`: {pool =,
 -- services = (reflection itself left out), key = what the schema is made
 -- of (the same answer makes the same key)}. Raises the failure.
@@ -444,8 +456,7 @@ local function refresh_task(flags, transport, listener, got, seconds, rest, firs
         end
         if okS then
           say(nil)
-          say(format("the upstream's schema %s: serving it (%d service%s)", got and "changed" or "read",
-            #new.services, #new.services == 1 and "" or "s"))
+          say(format("the upstream's schema %s: serving it (%s)", got and "changed" or "read", served(new.services)))
           got = new
         else
           local why = tostring(err):gsub("^pc%.listen: ", "")
@@ -548,8 +559,7 @@ function M.gateway.run(flags, args)
   local host = addr:match("^(.*):%d+$") or "127.0.0.1"
   if host == "" then host = "0.0.0.0" end
   stderr:write(format("protocall gateway: listening on %s:%d, forwarding to %s (%s)\n", host,
-    listener.port, args[1], unreachable and "the upstream's schema not read yet"
-      or #services .. (#services == 1 and " service" or " services")))
+    listener.port, args[1], unreachable and "the upstream's schema not read yet" or served(services)))
   stderr:flush()
   pc.spawn(function() listener:serve() end)
   if unreachable or (refresh or 60) > 0 and got then

@@ -783,6 +783,16 @@ end
     assert.are.equal(before, calls(nginx))
   end)
 
+  it("takes a Content-Type padded with spaces or in another case (RFC 9110: OWS, case-insensitive)", function()
+    for _, ct in ipairs { "application/json ", "Application/JSON", "application/json ; charset=utf-8",
+      "application/json\t;charset=utf-8" } do
+      local code, body = request(nginx, "/gw.Library/Echo", { body = '{"text":"hi"}',
+        headers = { "Content-Type: " .. ct, "Connect-Protocol-Version: 1" } })
+      assert.are.equal(200, code, ct .. ": " .. body)
+      assert.matches('^{"text":"hi"', body)
+    end
+  end)
+
   it("with validate, gRPC-Web and Connect requests breaking their rules are refused and never reach the upstream",
     function()
     local TEXT = "validation failed: text: must be at least 2 characters [string.min_len]"

@@ -374,14 +374,17 @@ function M.log_text(info, raised, trace)
   return info.full_name .. ": " .. text .. (trace and "\n" .. trace or "")
 end
 
--- xpcall's message handler of invoke: the traceback of an error that is
--- not a pc.Error, kept in `box.trace`, the error itself going on as it is.
-local function traced(box)
-  return function(e)
-    -- (a message: LuaJIT's traceback of none is nil)
-    if getmetatable(e) ~= Error then box.trace = traceback("", 2):gsub("^\n", "") end
-    return e
-  end
+-- The traceback of the last error invoke's message handler saw that was
+-- not a pc.Error; read (and cleared) by invoke as soon as xpcall returns,
+-- nothing running in between (the handler's yields come before).
+local last_trace
+
+-- xpcall's message handler of invoke: the error itself, its traceback kept
+-- in last_trace when it is not a pc.Error.
+local function traced(e)
+  -- (a message: LuaJIT's traceback of none is nil)
+  if getmetatable(e) ~= Error then last_trace = traceback("", 2):gsub("^\n", "") end
+  return e
 end
 
 --- ok, result, trace = invoke(entry, info, req, ctx, checked, waitable, call):
@@ -402,17 +405,18 @@ function M.invoke(entry, info, req, ctx, checked, waitable, call)
   local handler = checked and entry.unchecked or entry.handler
   -- a forwarding server's: the call's early end cancels the upstream's
   local stop = entry.forwards and M.watch_call(waitable, call, ctx.cancelled)
-  local box = {}
   if info.client_streaming then
-    ok, result = xpcall(handler, traced(box), ctx)
+    ok, result = xpcall(handler, traced, ctx)
   else
-    ok, result = xpcall(handler, traced(box), req, ctx)
+    ok, result = xpcall(handler, traced, req, ctx)
   end
+  local trace = last_trace
+  last_trace = nil
   if stop then stop() end
   if ok and ctx.deadline ~= nil and now() > ctx.deadline then
     ok, result = false, status("DEADLINE_EXCEEDED", info.full_name .. ": deadline exceeded")
   end
-  return ok, result, not ok and box.trace or nil
+  return ok, result, not ok and trace or nil
 end
 
 --- list = returned_list(info, result): what a server-streaming handler of

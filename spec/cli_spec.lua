@@ -1035,9 +1035,10 @@ describe("protocall scripts", function()
     assert(port, "protocall serve did not start: " .. log)
     assert.are.equal(64 + 2, code, err)
     assert.are.equal("", out)
-    assert.are.equal("ERROR: code = UNKNOWN, message = boom.S.Get: attempt to index a nil value (local 't')\n", err)
-    assert.matches("\nprotocall serve: boom.S.Get: " .. script .. ":3: attempt to index a nil value (local 't')\n",
-      log, 1, true)
+    assert.are.equal("ERROR: code = UNKNOWN, message = boom.S.Get: unexpected error in the handler\n", err)
+    assert.matches("\nprotocall serve: boom.S.Get: " .. script .. ":3: attempt to index a nil value (local 't')\n"
+      .. "stack traceback:\n", log, 1, true)
+    assert.matches(script .. ":3: in ", log, 1, true)
   end)
 
   it("prints a reconnection backoff without the wait_for_ready option the commands do not have", function()

@@ -83,7 +83,7 @@ describe("protocall.http.web", function()
     assert.are.same({ bytes }, web.requests("grpc-web", "proto", methods["/wt.S/Unary"], frame(0, bytes)))
     assert.are.same({ bytes }, web.requests("connect", "proto", methods["/wt.S/Unary"], bytes))
     assert.are.same({ bytes }, web.requests("connect", "json", methods["/wt.S/Unary"], '{"text":"hi","n":"5"}'))
-    assert.are.same({ "" }, web.requests("connect", "json", methods["/wt.S/Unary"], ""))
+    assert.are.same({ "" }, web.requests("connect", "proto", methods["/wt.S/Unary"], "")) -- the empty message
     assert.are.same({ bytes, bytes }, web.requests("connect-stream", "json", methods["/wt.S/Up"],
       frame(0, '{"text":"hi","n":5}') .. frame(0, '{"text":"hi","n":5}')))
     -- gRPC-Web-Text: padded base64 chunks one after the other
@@ -108,8 +108,18 @@ describe("protocall.http.web", function()
       { "grpc-web", "proto", "/wt.S/Unary", frame(2, "x"),
         "INTERNAL: body: a request message with flags 0x02" },
       { "connect-stream", "proto", "/wt.S/Up", frame(0x40, "x"), "INTERNAL: body: a request message with flags 0x40" },
+      -- a unary method's body of no message or of two: UNIMPLEMENTED, as pc.listen answers
+      -- (gRPC's request cardinality violation); a newline-only gRPC-Web-Text body holds none
       { "grpc-web", "proto", "/wt.S/Unary", frame(0, "") .. frame(0, ""),
-        "INVALID_ARGUMENT: 2 request messages for wt.S.Unary, which takes one" },
+        "UNIMPLEMENTED: wt.S.Unary: a unary method takes exactly one request message, got more" },
+      { "grpc-web", "proto", "/wt.S/Unary", "",
+        "UNIMPLEMENTED: wt.S.Unary: a unary method takes exactly one request message, got none" },
+      { "grpc-web-text", "json", "/wt.S/Unary", "\r\n",
+        "UNIMPLEMENTED: wt.S.Unary: a unary method takes exactly one request message, got none" },
+      -- Connect unary: an empty JSON body is no JSON (connect-go: "zero-length payload is not a
+      -- valid JSON object"), newlines neither; an empty proto body is the empty message
+      { "connect", "json", "/wt.S/Unary", "", "INVALID_ARGUMENT: message 1: $: unexpected end of input" },
+      { "connect", "json", "/wt.S/Unary", "\n", "INVALID_ARGUMENT: message 1: $: unexpected end of input" },
       -- gRPC-Web-Text that is not base64 (CR and LF are skipped, not a space): INTERNAL, as pc.listen
       -- answers it (core/net/server_test.c)
       { "grpc-web-text", "proto", "/wt.S/Unary", "AA*A", "INTERNAL: body: not base64: byte 0x2a at offset 2" },

@@ -425,12 +425,14 @@ describe("protocall.resty.gateway inside nginx", function()
     assert.are.equal("1", h["grpc-trailer-x-done"])
   end)
 
-  it("no route is 404 and a method not served is 405, as google.rpc.Status", function()
+  it("no route is 404 and a method not served is 405 with Allow (RFC 9110), as google.rpc.Status", function()
     local code, body = request(nginx, "/v1/nowhere")
     assert.are.equal(404, code, body)
     assert.are.equal('{"code":5,"message":"no route for GET /v1/nowhere","details":[]}', body)
-    code, body = request(nginx, "/v1/calls", { method = "DELETE" })
+    local headers
+    code, body, headers = request(nginx, "/v1/calls", { method = "DELETE" })
     assert.are.equal(405, code, body)
+    assert.are.equal("GET", headers.allow)
     assert.truthy(body:find('^{"code":12,"message":"method DELETE not allowed'), body)
     for _ = 1, 4 do
       code, body = request(nginx, "/echo-local")
@@ -769,11 +771,26 @@ end
       assert.are.equal("text/plain", h["content-type"])
       assert.matches("^application/grpc, .*, application/connect%+json, application/proto, application/json$",
         h["accept-post"])
+      -- a streaming method takes no Connect unary type
+      code, body, h = request(nginx, "/gw.Library/ListBooks", { body = "{}", headers = { ct } })
+      assert.are.equal(415, code, body)
+      assert.matches("^application/grpc, .*, application/connect%+proto, application/connect%+json$",
+        h["accept-post"])
     end
     -- a path naming no method stays REST's 404
     local code = request(nginx, "/gw.Library/Nope", { body = "{}", headers = { "Content-Type:" } })
     assert.are.equal(404, code)
     assert.are.equal(before, calls(nginx))
+  end)
+
+  it("takes a Content-Type padded with spaces or in another case (RFC 9110: OWS, case-insensitive)", function()
+    for _, ct in ipairs { "application/json ", "Application/JSON", "application/json ; charset=utf-8",
+      "application/json\t;charset=utf-8" } do
+      local code, body = request(nginx, "/gw.Library/Echo", { body = '{"text":"hi"}',
+        headers = { "Content-Type: " .. ct, "Connect-Protocol-Version: 1" } })
+      assert.are.equal(200, code, ct .. ": " .. body)
+      assert.matches('^{"text":"hi"', body)
+    end
   end)
 
   it("with validate, gRPC-Web and Connect requests breaking their rules are refused and never reach the upstream",

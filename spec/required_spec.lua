@@ -3,6 +3,8 @@
 -- (SerializeToString / ParseFromString); {partial = true} skips the check;
 -- pc.is_initialized answers without raising.
 local pc = require "protocall"
+package.path = "spec/?.lua;" .. package.path
+local peer = require "node_peer" -- (a command run while pc.run serves)
 
 local pool = pc.pool()
 assert(pool:load([[
@@ -186,5 +188,66 @@ describe("proto2 required fields", function()
   it("cost types without required fields nothing and leave them as they were", function()
     local p = Plain { a = 1, next = { a = 2 } }
     assert.are.equal(p, pc.decode(Plain, pc.encode(p)))
+  end)
+end)
+
+describe("a request lacking a proto2 required field", function()
+  -- r.S.Get served by pc.listen with REST: every protocol refuses the
+  -- request INVALID_ARGUMENT (HTTP 400) before the handler runs, as the
+  -- gateways (protocall gateway is a pc.listen; nginx's web.requests) do
+  local svc = pc.pool()
+  assert(svc:load([[
+syntax = "proto2";
+package r;
+message Req { required string name = 1; optional int32 n = 2; }
+service S { rpc Get(Req) returns (Req); }
+]], { name = "rs.proto" }))
+  local called = 0
+  local server = pc.server({ ["r.S"] = { Get = function(q) called = called + 1; return q end } }, { pool = svc })
+  local partial = pc.encode(svc:type("r.Req") { n = 1 }, { partial = true })
+  local WANT = "r.S.Get: request: missing required field: r.Req.name"
+
+  it("is INVALID_ARGUMENT in every protocol of pc.listen, the handler not called", function()
+    local l = pc.listen(server, "127.0.0.1:0",
+      { rest = { http = { rules = { { selector = "r.S.Get", post = "/v1/get", body = "*" } } } } })
+    local curl = {}
+    pc.spawn(function() l:serve() end)
+    pc.spawn(function()
+      for _, protocol in ipairs { "grpc", "grpc-web", "connect" } do
+        local t = pc.grpc("http://127.0.0.1:" .. l.port, { protocol = protocol })
+        local ok, err = pcall(t.unary, t, "/r.S/Get", partial)
+        assert.is_false(ok, protocol)
+        assert.are.equal("INVALID_ARGUMENT", err.code, protocol)
+        assert.are.equal(WANT, err.message, protocol)
+        t:close()
+      end
+      local f = io.open("/usr/bin/curl")
+      if f then
+        f:close()
+        for _, path in ipairs { "/r.S/Get", "/v1/get" } do
+          curl[#curl + 1] = peer.command("/usr/bin/curl -s -w ' %{http_code}' --http2-prior-knowledge -H "
+            .. "'content-type: application/json' -d '{\"n\":1}' http://127.0.0.1:" .. l.port .. path)
+        end
+      end
+      l:shutdown(1)
+    end)
+    pc.run()
+    assert.are.equal(0, called)
+    if curl[1] then
+      assert.are.equal('{"code":"invalid_argument","message":"' .. WANT .. '"} 400', curl[1])
+      assert.are.equal('{"code":3,"message":"request: missing required field: r.Req.name","details":[]} 400',
+        curl[2])
+    end
+  end)
+
+  it("is INVALID_ARGUMENT from the web gateway's reader, JSON or proto with validate", function()
+    local web = require "protocall.http.web"
+    local method = web.methods(svc, { "r.S" })["/r.S/Get"]
+    local list, err = web.requests("connect", "json", method, '{"n":1}')
+    assert.is_nil(list)
+    assert.are.equal("INVALID_ARGUMENT: message 1: missing required field: r.Req.name", tostring(err))
+    list, err = web.requests("connect", "proto", method, partial, nil, true)
+    assert.is_nil(list)
+    assert.are.equal("INVALID_ARGUMENT", err.code)
   end)
 end)

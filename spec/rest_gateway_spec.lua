@@ -88,6 +88,11 @@ local function method_path_without_content_type(server)
       assert.are.equal("content-type must be gRPC's, gRPC-Web's or Connect's (see Accept-Post)\n", body)
       assert.matches("application/connect+json, application/proto, application/json", h["accept-post"], 1, true)
       assert.matches("^application/grpc, ", h["accept-post"])
+      -- a streaming method takes no Connect unary type
+      code, body, h = G.request(server, "/gw.Library/ListBooks", { body = "", http2 = h2, headers = { ct } })
+      assert.are.equal(415, code, body)
+      assert.matches("^application/grpc, .*, application/connect%+proto, application/connect%+json$",
+        h["accept-post"])
     end
     local code = G.request(server, "/gw.Library/Nope", { body = "", http2 = h2, headers = { "Content-Type:" } })
     assert.are.equal(404, code)
@@ -439,6 +444,13 @@ describe("protocall gateway", function()
       code, _, h = G.request(gw, "/v1/shelves/1/books/2", { headers = { "Origin: https://evil.example" } })
       assert.are.equal(200, code)
       assert.is_nil(h["access-control-allow-origin"])
+      -- a 415's Accept-Post is exposed to the page's script (over HTTP/1.1 and HTTP/2)
+      for _, h2 in ipairs { false, true } do
+        code, _, h = G.request(gw, "/gw.Library/Echo", { body = "", http2 = h2,
+          headers = { "Origin: https://app.example", "Content-Type: text/plain" } })
+        assert.are.equal(415, code)
+        assert.matches(", Accept%-Post$", h["access-control-expose-headers"])
+      end
       -- a gRPC client finds the schema through the gateway's own reflection service
       local out = R.capture(BIN .. " call -plaintext -d '{\"text\":\"through\"}' 127.0.0.1:" .. gw.port
         .. " gw.Library/Echo 2>&1")
@@ -695,7 +707,55 @@ describe("protocall gateway with the upstream down at start", function()
     assert.matches("(the upstream's schema not read yet)\n", log, 1, true)
     assert.matches("reading the upstream's schema failed, trying again (calls fail UNAVAILABLE meanwhile): "
       .. "UNAVAILABLE: connect to", log, 1, true)
-    assert.matches("the upstream's schema read: serving it %(%d+ services%)\n$", log)
+    -- counted and named as `protocall list` on the upstream names them, its reflection left out
+    local listed = R.capture(BIN .. " list -plaintext 127.0.0.1:" .. port .. " 2>&1")
+    local names = {}
+    for name in listed:gmatch("[^\n]+") do
+      if not name:find("^grpc%.reflection%.") then names[#names + 1] = name end
+    end
+    table.sort(names)
+    assert.is_true(#names > 1, listed)
+    assert.matches("the upstream's schema read: serving it (" .. #names .. " services: " .. table.concat(names, ", ")
+      .. "; server reflection is the gateway's own)\n", log, 1, true)
+  end)
+
+  it("refuses calls INTERNAL, generic, when -rules do not fit the schema read later", function()
+    local port = N.free_port()
+    local rules = os.tmpname()
+    write(rules, '{"rules": [{"selector": "faults.Faults.Nope", "get": "/nope"}]}')
+    local bad = G.start_gateway(BIN, port, "-rules " .. q(rules), nil, true)
+    local rdir = os.tmpname()
+    os.remove(rdir)
+    assert(os.execute("mkdir -p " .. rdir .. "/grpc/reflection/v1"))
+    write(rdir .. "/grpc/reflection/v1/reflection.proto", pc.builtin_source("grpc/reflection/v1/reflection.proto"))
+    local up = helper.spawn_command("/usr/bin/python3 spec/reflection_server.py " .. port .. " " .. rdir .. " v1",
+      "reflection_server.py")
+    finally(function()
+      helper.stop(bad)
+      helper.stop(up)
+      os.remove(rules)
+      os.remove(bad.log)
+      os.execute("rm -rf " .. q(rdir))
+    end)
+    local ok, last = G.eventually(15, function()
+      local c, b = G.request(bad, "/faults.Faults/Echo", { body = "{}", method = "POST",
+        headers = { "Content-Type: application/json" } })
+      return c == 500, c .. " " .. b
+    end)
+    assert(ok, last)
+    -- not retryable, and not the rule: stderr has it
+    assert.are.equal('500 {"code":"internal","message":"gateway misconfigured: http rules do not fit the schema"}',
+      last)
+    local code, body = G.request(bad, "/nope")
+    assert.are.equal(500, code)
+    assert.are.equal('{"code":13,"message":"gateway misconfigured: http rules do not fit the schema","details":[]}',
+      body)
+    helper.stop(bad)
+    local f = assert(io.open(bad.log))
+    local log = f:read("a")
+    f:close()
+    assert.matches("the upstream's schema is not served, calls fail INTERNAL meanwhile: -rules '"
+      .. rules .. "': http rules: rule 1: selector 'faults.Faults.Nope' names no method", log, 1, true)
   end)
 end)
 
@@ -707,14 +767,16 @@ describe("protocall gateway refusing to start", function()
 
   it("exits with a -rules file that is not google.api.Http JSON, the upstream down", function()
     local rules = os.tmpname()
-    for text, why in pairs { ["garbage\n"] = "http rules: $: unexpected character 'g' at offset 0",
-      ['{"rules": 5}'] = "http rules: ",
+    -- the JSON's place as the file's line:col, from 1 (not a byte offset)
+    for text, why in pairs { ["garbage\n"] = ":1:1: http rules: $: unexpected character 'g'",
+      ['{"rules": 5}'] = ":1:11: http rules: $.rules: array expected, got a number",
       -- a rule named from 1, as a selector's error names it (below), its JSON path from 0
-      ['{"rules": [{}, {"get": 5}]}'] = "http rules: rule 2: $.rules[1].get: string expected" } do
+      ['{"rules": [{}, {"get": 5}]}'] = ":1:24: http rules: rule 2: $.rules[1].get: string expected",
+      ['{\n  "rules": [\n    {"get": 5}]}'] = ":3:13: http rules: rule 1: $.rules[0].get: string expected" } do
       write(rules, text)
       local out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -rules " .. q(rules)
         .. " 127.0.0.1:1 2>&1; echo status $?")
-      assert.matches("^protocall gateway: %-rules '" .. rules:gsub("%p", "%%%0") .. "': "
+      assert.matches("^protocall gateway: %-rules '" .. rules:gsub("%p", "%%%0") .. "'"
         .. why:gsub("%p", "%%%0") .. ".*\nstatus 1\n$", out)
       assert.not_matches("listening", out, 1, true)
     end

@@ -15,7 +15,10 @@ package web;
 message Point { int32 x = 1; int32 y = 2; }
 service Calc { rpc Add(Point) returns (Point); }
 ]], { name = "web/calc.proto" }))
-local server = pc.server({ ["web.Calc"] = { Add = function(p) return { x = p.x + p.y } end } }, { pool = pool })
+local server = pc.server({ ["web.Calc"] = { Add = function(p)
+  if p.x == 13 then local t = ({})[p.x]; return t.x end -- a bug: a runtime error
+  return { x = p.x + p.y }
+end } }, { pool = pool })
 
 local CURL = "/usr/bin/curl"
 local function have_curl()
@@ -24,9 +27,9 @@ local function have_curl()
   return f ~= nil
 end
 
--- fn(port) inside pc.run with a listener serving `server`.
-local function serving(fn)
-  local l = pc.listen(server, "127.0.0.1:0")
+-- fn(port) inside pc.run with a listener serving `server` (listen options `opts`).
+local function serving(fn, opts)
+  local l = pc.listen(server, "127.0.0.1:0", opts)
   local ok, err
   pc.spawn(function() l:serve() end)
   pc.spawn(function()
@@ -99,6 +102,70 @@ describe("pc.listen, an unknown method", function()
         assert.is_false(ok)
         assert.equals("UNIMPLEMENTED", err.code, protocol)
         t:close()
+      end
+    end)
+  end)
+end)
+
+describe("pc.listen, a handler's runtime error", function()
+  local GENERIC = "web.Calc.Add: unexpected error in the handler"
+  local function opts(logged)
+    return { log = function(text) logged[#logged + 1] = text end,
+      rest = { http = { rules = { { selector = "web.Calc.Add", post = "/v1/add", body = "*" } } } } }
+  end
+
+  it("is UNKNOWN with a generic message to Connect, gRPC-Web and gRPC clients, the text logged", function()
+    local logged = {}
+    serving(function(port)
+      for _, protocol in ipairs { "connect", "grpc-web", "grpc" } do
+        for _, codec in ipairs(protocol == "grpc" and { "proto" } or { "proto", "json" }) do
+          local t = pc.grpc("http://127.0.0.1:" .. port, { protocol = protocol, codec = codec })
+          local c = pc.client("web.Calc", { transport = t, pool = pool })
+          local ok, err = pcall(c.Add, c, { x = 13 })
+          assert.is_false(ok)
+          assert.equals("UNKNOWN", err.code, protocol)
+          assert.equals(GENERIC, err.message, protocol)
+          t:close()
+        end
+      end
+    end, opts(logged))
+    assert.equals(5, #logged)
+    for _, text in ipairs(logged) do
+      -- (Lua 5.4: "a nil value (local 't')", LuaJIT: "local 't' (a nil value)")
+      assert.matches("^web%.Calc%.Add: spec/server_web_spec%.lua:19: attempt to index [^\n]*local 't'[^\n]*\n"
+        .. "stack traceback:\n", text)
+    end
+  end)
+
+  if not have_curl() then return end
+  it("is told without its text over raw Connect and REST", function()
+    local logged = {}
+    serving(function(port)
+      local status, _, body = curl(port, "/web.Calc/Add", "application/json", 2, '{"x":13}')
+      assert.equals("500", status)
+      assert.equals('{"code":"unknown","message":"' .. GENERIC .. '"}', body)
+      local head
+      status, head, body = curl(port, "/v1/add", "application/json", 2, '{"x":13}')
+      assert.equals("500", status, head)
+      assert.equals('{"code":2,"message":"' .. GENERIC .. '","details":[]}', body)
+      assert.falsy((head .. body):find("attempt to", 1, true))
+    end, opts(logged))
+    assert.equals(2, #logged)
+    assert.matches("spec/server_web_spec.lua:19: attempt to index", logged[2], 1, true)
+  end)
+end)
+
+describe("pc.listen, an empty Connect unary body", function()
+  if not have_curl() then return end
+  it("is the empty message in proto, and INVALID_ARGUMENT in JSON, as the nginx gateway answers it", function()
+    serving(function(port)
+      for _, http in ipairs { 2, 1 } do
+        assert.equals("200", (curl(port, "/web.Calc/Add", "application/proto", http, "")))
+        for _, body in ipairs { "", "\n" } do
+          local status, _, answer = curl(port, "/web.Calc/Add", "application/json", http, body)
+          assert.equals("400", status)
+          assert.equals("invalid_argument", answer:match('"code":"([^"]*)"'), answer)
+        end
       end
     end)
   end)

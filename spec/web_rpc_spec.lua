@@ -197,6 +197,19 @@ describe("CORS on pc.listen", function()
     end)
   end)
 
+  for _, version in ipairs { "--http1.1", "--http2-prior-knowledge" } do
+    it("exposes a 415's Accept-Post to an allowed origin's script (" .. version .. ")", function()
+      serving({ cors = cors }, function(port)
+        local a = curl(version .. " -H 'Origin: http://app.example' -H 'content-type: text/plain' "
+          .. "-d 'x' http://127.0.0.1:" .. port .. "/web.Calc/Add")
+        assert.matches("^HTTP/[%d.]+ 415", a)
+        assert.truthy(header(a, "accept-post"))
+        assert.is_true(ends(header(a, "access-control-expose-headers"), ", Grpc-Status-Details-Bin, Accept-Post"),
+          header(a, "access-control-expose-headers"))
+      end)
+    end)
+  end
+
   -- REST routes of web.Calc: PUT, DELETE, PATCH and a custom verb besides GET and POST
   local RULES = { rules = {
     { selector = "web.Calc.Add", put = "/v1/add/{x}", body = "*",

@@ -299,8 +299,11 @@ static const char *response_type(const pc_GrpcServerCall *s) {
 }
 
 /* Adds the CORS headers of a response to a request whose origin the
- * options allow (web_http.h); none otherwise. 'h' has room for 6 more. */
-static void push_cors(const pc_GrpcServerCall *s, nghttp2_nv *h, size_t *n) {
+ * options allow (web_http.h); none otherwise. 'h' has room for 6 more.
+ * 'extra' (NULL: none) is one more response header a script may read (a
+ * 415's Accept-Post), exposed after the protocols' and the options'. */
+static void push_cors_exposing(const pc_GrpcServerCall *s, nghttp2_nv *h, size_t *n,
+                               const char *extra) {
   const pc_WebCors *cors = s->c ? s->c->cors : NULL;
   if (cors == NULL) return;
   /* the answer depends on Origin whether or not it came and is allowed, so
@@ -312,10 +315,17 @@ static void push_cors(const pc_GrpcServerCall *s, nghttp2_nv *h, size_t *n) {
   if (cors->credentials) h[(*n)++] = PC_GRPC_NV("access-control-allow-credentials", "true");
   if (s->preflight) return;
   const char *more = cors->expose;
-  char *v = more ? pc_Arena_Malloc(s->arena, sizeof PC_WEB_CORS_EXPOSE + 2 + strlen(more)) : NULL;
+  size_t len =
+      sizeof PC_WEB_CORS_EXPOSE + (more ? 2 + strlen(more) : 0) + (extra ? 2 + strlen(extra) : 0);
+  char *v = more || extra ? pc_Arena_Malloc(s->arena, len) : NULL;
   if (v)
-    snprintf(v, sizeof PC_WEB_CORS_EXPOSE + 2 + strlen(more), "%s, %s", PC_WEB_CORS_EXPOSE, more);
+    snprintf(v, len, "%s%s%s%s%s", PC_WEB_CORS_EXPOSE, more ? ", " : "", more ? more : "",
+             extra ? ", " : "", extra ? extra : "");
   h[(*n)++] = PC_GRPC_NV("access-control-expose-headers", v ? v : PC_WEB_CORS_EXPOSE);
+}
+
+static void push_cors(const pc_GrpcServerCall *s, nghttp2_nv *h, size_t *n) {
+  push_cors_exposing(s, h, n, NULL);
 }
 
 /* Answers a CORS preflight (OPTIONS with Access-Control-Request-Method)
@@ -886,7 +896,7 @@ static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
         PC_GRPC_NV("grpc-message", "content-type must be gRPC's, gRPC-Web's or Connect's"),
         PC_GRPC_NV("accept-post", PC_WEB_ACCEPT_POST)};
     size_t n = 4;
-    push_cors(s, h, &n);
+    push_cors_exposing(s, h, &n, "Accept-Post");
     s->finished = s->cancelled = 1;
     s->submitted = 1;
     nghttp2_submit_response(c->h2.session, s->id, h, n, NULL);
@@ -1638,7 +1648,12 @@ int pc_GrpcServerCall_Respond(pc_GrpcServerCall *s, int status, const pc_GrpcPai
                              h[i].value_len, NGHTTP2_NV_FLAG_NONE};
   }
   size_t count = n + 1;
-  push_cors(s, nv, &count);
+  /* a 415's Accept-Post (rpc/rest.lua's) is for the page's script too
+   * (the names are lowercase: checked above) */
+  const char *extra = NULL;
+  for (size_t i = 0; i < n && extra == NULL; i++)
+    if (h[i].key_len == 11 && memcmp(h[i].key, "accept-post", 11) == 0) extra = "Accept-Post";
+  push_cors_exposing(s, nv, &count, extra);
   if (block_size(nv, count) > block_limit(s)) {
     pc_Error_Set(err, "response headers of %zu bytes exceed the limit of %zu bytes",
                  block_size(nv, count), block_limit(s));

@@ -134,6 +134,14 @@ local function log_failure(method, err)
   stderr:flush()
 end
 
+-- pc.listen's `log`: an error of the gateway's own forwarding code (not a
+-- status: its client gets UNKNOWN without the text) on stderr, with its
+-- traceback.
+local function log_handler_error(text)
+  stderr:write("protocall gateway: ", text, "\n")
+  stderr:flush()
+end
+
 -- The upstream's failure as the gateway's: a pc.Error keeps its code,
 -- message and details, its trailers becoming the gateway's; one the
 -- gateway's channel gave (no connection, a connection lost: not a status
@@ -304,6 +312,18 @@ local function services_of(pool, names)
   return out
 end
 
+-- The services `services` (names) the gateway forwards, as its start and
+-- refresh lines say them: counted and named as `protocall list` names
+-- them, the reflection service left out (the upstream's is not forwarded:
+-- the gateway answers reflection itself, v1 and v1alpha, which
+-- `protocall list` on the gateway shows after them).
+local function served(services)
+  local names = { table.unpack(services) }
+  sort(names) -- (as `protocall list -proto` sorts them)
+  return format("%d service%s: %s; server reflection is the gateway's own", #names,
+    #names == 1 and "" or "s", concat(names, ", "))
+end
+
 -- The upstream's schema through the reflection client `r`: {pool =,
 -- services = (reflection itself left out), key = what the schema is made
 -- of (the same answer makes the same key)}. Raises the failure.
@@ -337,6 +357,19 @@ local function sayer()
     stderr:write("protocall gateway: ", line, "\n")
     stderr:flush()
   end
+end
+
+-- The JSON failure `why` of the -rules file `file` holding `text`: its
+-- byte offset ("... at offset 7") as the file's line and column, from 1,
+-- before it ("-rules 'FILE':2:5: http rules: $: ..."), as a compiler
+-- names a place; `why` after "-rules 'FILE': " when it has none.
+local function located(file, text, why)
+  local head, at = why:match("^(.*) at offset (%d+)$")
+  if not head then return format("-rules '%s': %s", file, why) end
+  local before = text:sub(1, tonumber(at))
+  local _, lines = before:gsub("\n", "")
+  local col = #before - (before:match("^.*()\n") or 0) + 1
+  return format("-rules '%s':%d:%d: %s", file, lines + 1, col, head)
 end
 
 -- The failure `text` of pc.listen's rest option ("pc.listen: " left out)
@@ -423,13 +456,17 @@ local function refresh_task(flags, transport, listener, got, seconds, rest, firs
         end
         if okS then
           say(nil)
-          say(format("the upstream's schema %s: serving it (%d service%s)", got and "changed" or "read",
-            #new.services, #new.services == 1 and "" or "s"))
+          say(format("the upstream's schema %s: serving it (%s)", got and "changed" or "read", served(new.services)))
           got = new
         else
           local why = tostring(err):gsub("^pc%.listen: ", "")
+          -- rules that do not fit are the gateway's to fix, not the client's to wait out (nor
+          -- to read: stderr has them); a schema with no service may yet get one
+          local misfit = why:find("^rest: ") ~= nil
           if not got then
-            listener:refuse(pc.Error { code = "UNAVAILABLE", message = "the upstream's schema is not served: " .. why })
+            listener:refuse(misfit and pc.Error { code = "INTERNAL",
+              message = "gateway misconfigured: http rules do not fit the schema" }
+              or pc.Error { code = "UNAVAILABLE", message = "the upstream's schema is not served: " .. why })
           end
           -- (the -rules file was read at start, once: a fixed file needs a restart)
           local named = rules_error(why, flags.rules)
@@ -437,7 +474,8 @@ local function refresh_task(flags, transport, listener, got, seconds, rest, firs
             named = named .. " (-rules is read at start: restart the gateway to take a fixed file)"
           end
           say((got and "the upstream's changed schema is not served, the current one stays: "
-            or "the upstream's schema is not served, calls fail UNAVAILABLE meanwhile: ") .. named)
+            or format("the upstream's schema is not served, calls fail %s meanwhile: ",
+              misfit and "INTERNAL" or "UNAVAILABLE")) .. named)
         end
       else
         say(nil)
@@ -468,7 +506,7 @@ function M.gateway.run(flags, args)
   if flags.rules then
     http_text = common.read_input(flags.rules, "-rules")
     local okH, why = http_rules.http_config(http_text)
-    if not okH then fail(format("-rules '%s': %s", flags.rules, why)) end
+    if not okH then fail(located(flags.rules, http_text, why)) end
   end
   local transport = common.connect(flags, args[1], "gateway")
   local pool, services, got, unreachable
@@ -510,7 +548,7 @@ function M.gateway.run(flags, args)
   local addr = flags.listen or "127.0.0.1:8080"
   local ok, listener = pcall(pc.listen, server, addr, { rest = unreachable and {} or rest,
     cert_file = flags["listen-cert"], key_file = flags["listen-key"],
-    cors = flags.cors and { origins = flags.cors } or nil })
+    cors = flags.cors and { origins = flags.cors } or nil, log = log_handler_error })
   if not ok then
     local n, why = tostring(listener):match("cors%.origins%[(%d+)%] (must be an origin .-), got ")
     if n then usage_error("gateway", format("-cors '%s': %s", flags.cors[tonumber(n)], why)) end
@@ -521,8 +559,7 @@ function M.gateway.run(flags, args)
   local host = addr:match("^(.*):%d+$") or "127.0.0.1"
   if host == "" then host = "0.0.0.0" end
   stderr:write(format("protocall gateway: listening on %s:%d, forwarding to %s (%s)\n", host,
-    listener.port, args[1], unreachable and "the upstream's schema not read yet"
-      or #services .. (#services == 1 and " service" or " services")))
+    listener.port, args[1], unreachable and "the upstream's schema not read yet" or served(services)))
   stderr:flush()
   pc.spawn(function() listener:serve() end)
   if unreachable or (refresh or 60) > 0 and got then

@@ -21,23 +21,17 @@ M.serve = {
           "a pc.server{...} the script built is served as it is. h2c, or TLS with -cert\n" ..
           "and -key (mutual TLS with -client-ca). Prints `listening on HOST:PORT` to\n" ..
           "stderr and serves until the process is stopped. A handler's error other than\n" ..
-          "a pc.Error is printed to stderr with its file:line (the caller gets UNKNOWN\n" ..
-          "without them).",
+          "a pc.Error is printed to stderr with its traceback (the caller gets UNKNOWN\n" ..
+          "\"unexpected error in the handler\").",
   example = "protocall serve -listen 127.0.0.1:50051 examples/route_services.lua",
 }
 
--- The interceptor of a server serve builds: a handler's error other than a
--- pc.Error (a bug: the caller gets UNKNOWN without its source position) is
--- printed to stderr with it, as grpcio logs a handler's exception.
-local function log_failure(call, next_)
-  local ok, res = pcall(next_, call)
-  if ok then return res end
-  local mt = getmetatable(res)
-  if mt ~= pc.Error and mt ~= pc.RetryError then
-    stderr:write(format("protocall serve: %s: %s\n", call.method, tostring(res)))
-    stderr:flush()
-  end
-  error(res, 0)
+-- pc.listen's `log`: a handler's error other than a pc.Error (a bug: the
+-- caller gets UNKNOWN without its text) is printed to stderr with its
+-- traceback, as grpcio logs a handler's exception.
+local function log_failure(text)
+  stderr:write("protocall serve: ", text, "\n")
+  stderr:flush()
 end
 
 --- protocall serve: the script's services on -listen, until the process
@@ -60,14 +54,14 @@ function M.serve.run(flags, args)
     server = got
   elseif type(got) == "table" then
     -- (in pcall: the script's mistake names no position of serve's)
-    local ok, s = pcall(pc.server, got, { health = true, reflection = true, interceptors = { log_failure } })
+    local ok, s = pcall(pc.server, got, { health = true, reflection = true })
     if not ok then fail(tostring(s)) end
     server = s
   else
     fail(args[1] .. ": the script returned " .. type(got) .. ", not a table of services or a pc.server")
   end
   local ok, listener = pcall(pc.listen, server, flags.listen or "127.0.0.1:50051",
-    { cert_file = flags.cert, key_file = flags.key, client_ca_file = flags["client-ca"] })
+    { cert_file = flags.cert, key_file = flags.key, client_ca_file = flags["client-ca"], log = log_failure })
   if not ok then
     fail(common.listen_error(listener, { cert_file = "-cert", key_file = "-key", client_ca_file = "-client-ca" }))
   end

@@ -223,12 +223,16 @@ function Router:add(t, http_method, route)
 end
 
 -- The route of `node` for `verb` and `method`, or nil (noting in
--- `found.path` that the node has routes for other methods).
+-- `found.path` the set of the other methods the node has routes for).
 local function at_end(node, verb, method, found)
   local e = node and node.ends and node.ends[verb]
   if not e then return nil end
   local r = e[method]
-  if not r then found.path = true end
+  if not r then
+    local allow = found.path or {}
+    for m in pairs(e) do allow[m] = true end
+    found.path = allow
+  end
   return r
 end
 
@@ -270,12 +274,13 @@ end
 -- The `visits` of a match by the `exact` table: no trie node walked.
 local NO_VISITS = { visits = 0 }
 
---- route, raw, n | nil, why = router:match(http_method, path): the route
+--- route, raw, n | nil, why [, allow] = router:match(http_method, path): the route
 -- of `path` (no query string), its raw (undecoded) segments and their
 -- count (the verb cut off the last). A last segment with
 -- ':' is tried first as segment ":" verb, then whole (a literal ':' in an
 -- id). nil and "not found", "method not allowed" (the path matches for
--- other methods), or "bad path: ..." (no leading '/', a bad
+-- other methods; `allow` lists them, sorted: "GET, POST", an Allow
+-- header's value), or "bad path: ..." (no leading '/', a bad
 -- percent-escape, a "." or ".." segment). A path with no '%' equal to a
 -- template of literals alone with a route for `http_method` is matched by
 -- one table look-up, with no loop (the route the walk finds first: a
@@ -330,7 +335,11 @@ function Router:match(method, path)
   end
   local r = walk(self.root, segs, 1, n, "", method, found)
   if r then return r, raw, n end
-  return nil, found.path and "method not allowed" or "not found"
+  if not found.path then return nil, "not found" end
+  local allow = {}
+  for m in pairs(found.path) do allow[#allow + 1] = m end
+  table.sort(allow)
+  return nil, "method not allowed", concat(allow, ", ")
 end
 
 --- value = binding(t_var, raw, n, fully_decode): the text a variable

@@ -375,7 +375,8 @@ end
 -- ({var=a/*}, {var=**}) keeps "%2F"/"%2f" unless the rules set
 -- fully_decode_reserved_expansion; literals compare decoded. Fails (nil,
 -- pc.Error) NOT_FOUND (404) when nothing matches, UNIMPLEMENTED with
--- http_status 405 when the path matches for other methods only, and
+-- http_status 405 when the path matches for other methods only (`allow`
+-- the Allow header RFC 9110 wants with it: those methods, "GET, POST"), and
 -- INVALID_ARGUMENT (400) for a bad percent-escape or a "." or ".."
 -- segment (decoded or not).
 function Transcoder:match(http_method, target)
@@ -386,14 +387,14 @@ function Transcoder:match(http_method, target)
   local path, query = target, nil
   local q = target:find("?", 1, true)
   if q then path, query = target:sub(1, q - 1), target:sub(q + 1) end
-  local route, raw, n = self.set.router:match(http_method, path)
+  local route, raw, n = self.set.router:match(http_method, path) -- (failing: nil, why, allow)
   if not route then
     if raw == "not found" then
       return nil, Error { code = "NOT_FOUND", message = "no route for " .. http_method .. " " .. path:sub(1, 200),
         http_status = 404 }
     elseif raw == "method not allowed" then
       return nil, Error { code = "UNIMPLEMENTED", message = "method " .. http_method .. " not allowed for "
-        .. path:sub(1, 200), http_status = 405 }
+        .. path:sub(1, 200), http_status = 405, allow = n }
     end
     return nil, invalid(raw)
   end
@@ -847,7 +848,7 @@ local function status_json(self, err)
   return http, body
 end
 
---- http_status, body, content_type = tc:error(err): the HTTP answer of a
+--- http_status, body, content_type, allow = tc:error(err): the HTTP answer of a
 -- failed call or of a request refused before it (tc:match and tc:request
 -- failures): the status by grpc-gateway's HTTPStatusFromCode (INVALID_ARGUMENT
 -- 400, NOT_FOUND 404, UNAUTHENTICATED 401, PERMISSION_DENIED 403,
@@ -858,10 +859,11 @@ end
 -- it: {"code":5,"message":"...","details":[{"@type":"type.googleapis.com/...",...}]}.
 -- `err` is a pc.Error or a table {code = name or number, message =,
 -- details = {messages...}}; details the pool cannot print are left out.
+-- `allow`: a 405's Allow header (tc:match's `allow`), else nil.
 function Transcoder:error(err)
   if type(err) ~= "table" then argerror("error", "pc.Error expected, got " .. type(err), 2) end
   local http, body = status_json(self, err)
-  return http, body, "application/json"
+  return http, body, "application/json", http == 405 and type(err.allow) == "string" and err.allow or nil
 end
 
 --- kind, content_type = tc:stream_kind(route, accept): how a server

@@ -281,8 +281,12 @@ end
 -- the body of a Connect unary call is the message; the others are 5-byte
 -- prefixed messages (gRPC-Web-Text's in base64, whose padded chunks may
 -- follow each other, CR and LF skipped); the json codec's messages are
--- read into the method's input type. Fails (nil, pc.Error
--- INVALID_ARGUMENT; INTERNAL for a gRPC-Web body cut inside a message, for
+-- read into the method's input type (an empty Connect unary JSON body is
+-- not JSON: INVALID_ARGUMENT, as connect-go and pc.listen answer it; an
+-- empty proto one is the empty message). Fails (nil, pc.Error
+-- INVALID_ARGUMENT; UNIMPLEMENTED for a unary or server-streaming
+-- method's body of no message or of more than one, gRPC's request
+-- cardinality violation, as pc.listen answers it; INTERNAL for a gRPC-Web body cut inside a message, for
 -- a flags byte other than 0 and 1 and for gRPC-Web-Text that is not base64,
 -- as pc.listen answers them; UNIMPLEMENTED for a compressed body or message) on what cannot be read,
 -- naming where. With `validate`, each message is also read into the
@@ -316,12 +320,13 @@ function M.requests(protocol, codec, method, body, content_encoding, validate)
   if codec == "json" then
     local T = method.input
     for i, text in ipairs(list) do
-      if protocol == "connect" and text == "" then text = "{}" end
       local ok, m, why = pcall(from_json, T, text)
       if not ok or not m then return nil, invalid(format("message %d: %s", i, tostring(ok and why or m))) end
       local refusal_err = validate and refused(m)
       if refusal_err then return nil, refusal_err end
-      list[i] = encode(m)
+      local encoded, bytes = pcall(encode, m) -- (raises for a proto2 required field missing)
+      if not encoded then return nil, invalid(format("message %d: %s", i, tostring(bytes))) end
+      list[i] = bytes
     end
   elseif validate then
     local T = method.input
@@ -333,7 +338,11 @@ function M.requests(protocol, codec, method, body, content_encoding, validate)
     end
   end
   if not method.client_streaming and #list ~= 1 then
-    return nil, invalid(format("%d request messages for %s, which takes one", #list, method.full_name))
+    -- a request cardinality violation: UNIMPLEMENTED in gRPC's status
+    -- code table, pc.listen's answer (rpc/listen.lua)
+    local shape = method.server_streaming and "server-streaming" or "unary"
+    return nil, Error { code = "UNIMPLEMENTED", message = format("%s: a %s method takes exactly one request "
+      .. "message, got %s", method.full_name, shape, #list == 0 and "none" or "more") }
   end
   return list
 end

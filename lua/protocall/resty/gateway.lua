@@ -36,6 +36,7 @@ local type, pairs, ipairs, tostring, tonumber, pcall, error, setmetatable =
 local concat, sort, format = table.concat, table.sort, string.format
 local min, huge = math.min, math.huge
 local web_classify, ACCEPT_POST = core.web_classify, core.web_accept_post
+local ACCEPT_POST_STREAM = (ACCEPT_POST:gsub(", application/proto, application/json$", "")) -- (rpc/rest.lua's)
 local upstream_failure = web.upstream_failure
 
 local M = {}
@@ -626,9 +627,10 @@ local function answer_error(v, err)
   if resty.aborted() then return gone() end
   if type(err) ~= "table" then err = { code = "INTERNAL", message = tostring(err) } end
   err = told(v, err)
-  local status, body, ct = v.tc:error(err)
+  local status, body, ct, allow = v.tc:error(err)
   set_headers(v, { headers = err.headers, trailers = err.metadata })
   ngx.status = status
+  if allow then ngx.header["Allow"] = allow end
   ngx.header["Content-Type"] = ct
   ngx.header["Content-Length"] = #body
   ngx.print(body)
@@ -643,13 +645,14 @@ end
 
 -- A POST to a method's own path with no content type of gRPC, gRPC-Web or
 -- Connect (none, or text/plain): 415 with the types taken in Accept-Post,
--- as connect-go and `protocall gateway` (lua/protocall/rpc/rest.lua) answer.
-local function unsupported_type()
+-- as connect-go and `protocall gateway` (lua/protocall/rpc/rest.lua) answer;
+-- a streaming method `m` takes no Connect unary type.
+local function unsupported_type(m)
   local body = "content-type must be gRPC's, gRPC-Web's or Connect's (see Accept-Post)\n"
   ngx.status = 415
   ngx.header["Content-Type"] = "text/plain"
   ngx.header["Content-Length"] = #body
-  ngx.header["Accept-Post"] = ACCEPT_POST
+  ngx.header["Accept-Post"] = (m.client_streaming or m.server_streaming) and ACCEPT_POST_STREAM or ACCEPT_POST
   ngx.print(body)
 end
 
@@ -1010,9 +1013,9 @@ function M.handle(route, opts)
   end
   local r, bindings, query = tc:match(ngx.req.get_method(), target)
   if not r then
-    if web_methods and web_methods[target:match("^[^?#]*")] and ngx.req.get_method() == "POST"
-      and not web_classify("POST", ngx.var.content_type) then
-      return unsupported_type()
+    local named = web_methods and web_methods[target:match("^[^?#]*")]
+    if named and ngx.req.get_method() == "POST" and not web_classify("POST", ngx.var.content_type) then
+      return unsupported_type(named)
     end
     return answer_error(v, bindings)
   end

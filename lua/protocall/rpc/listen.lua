@@ -52,7 +52,7 @@ local LISTEN_OPTIONS = {
   max_connection_age = "number", max_connection_age_grace = "number",
   handshake_timeout = "number", stream_window = "number", connection_window = "number",
   max_resets = "number", max_control_frames = "number", incomplete_budget = "number",
-  stall_timeout = "number", mode = "mode", cors = "table", rest = "rest",
+  stall_timeout = "number", mode = "mode", cors = "table", rest = "rest", log = "function",
 }
 
 local CORS_OPTIONS = { origins = "table", headers = "table", expose = "table", max_age = "number",
@@ -136,13 +136,28 @@ local function rest_cors(c, tc, rest_opt)
   return out
 end
 
+-- pc.listen's default `log`: the text on stderr.
+local function log_stderr(text)
+  io.stderr:write("pc.listen: ", text, "\n")
+  io.stderr:flush()
+end
+
 local Listener = { __name = "protocall.Listener" }
 Listener.__index = Listener
 
+-- Logs with the listener's `log` what a handler of method `info` raised
+-- when it is not a pc.Error (rpc/server.lua log_text; `trace`: invoke's
+-- traceback); REST calls (rpc/rest.lua) too.
+function Listener:log_failure(info, raised, trace)
+  local text = rpc_server.log_text(info, raised, trace)
+  if text then self.log(text) end
+end
+
 -- Ends `call` with what its handler of method `info` raised, as
 -- rpc/server.lua's failure makes it: the pc.Error's metadata and pushback
--- as trailers after those the handler set.
-local function finish_failed(call, info, raised)
+-- as trailers after those the handler set; anything else logged.
+local function finish_failed(self, call, info, raised, trace)
+  self:log_failure(info, raised, trace)
   local st = rpc_server.failure(info, raised)
   local md = st.metadata
   if md then
@@ -156,16 +171,22 @@ end
 -- message, or nil, the status code and what went wrong (protobuf that does
 -- not decode: INTERNAL, as gRPC servers answer, but INVALID_ARGUMENT for a
 -- Connect call (`connect`), as connect-go; JSON: INVALID_ARGUMENT, as
--- connect-go does).
+-- connect-go does; a proto2 required field missing, in either codec:
+-- INVALID_ARGUMENT, the request does not fit its type).
 local function decode_request(info, bytes, json, connect)
   if json then
     local m, err = from_json(info.input, bytes)
-    if m then return m end
+    if m then
+      local missing = rpc_server.missing_required(m)
+      if not missing then return m end
+      return nil, "INVALID_ARGUMENT", ": request: " .. missing
+    end
     return nil, "INVALID_ARGUMENT", ": request is not valid JSON for " .. info.input.full_name
       .. ": " .. tostring(err)
   end
   local m, err = decode(info.input, bytes)
   if m then return m end
+  if err:find("^missing required field") then return nil, "INVALID_ARGUMENT", ": request: " .. err end
   return nil, connect and "INVALID_ARGUMENT" or "INTERNAL", ": request failed to decode: " .. err
 end
 
@@ -225,7 +246,8 @@ local function make_ctx(self, call, info)
   end
   --- ctx:recv() -> the next request message (client streaming, bidi),
   -- nil at the end of the client's stream; raises pc.Error INTERNAL for
-  -- a request that does not decode, CANCELLED once the call is over; in
+  -- a request that does not decode (INVALID_ARGUMENT for one in JSON, or
+  -- lacking a proto2 required field), CANCELLED once the call is over; in
   -- a unary or server-streaming handler, raises at its line
   -- (rpc/server.lua no_recv).
   function ctx.recv()
@@ -323,7 +345,7 @@ local function run_call(self, call)
     elseif bad then
       call:finish(code, info.full_name .. bad)
     else
-      local ok, result = rpc_server.invoke(entry, info, req, ctx, false, self.core, call)
+      local ok, result, trace = rpc_server.invoke(entry, info, req, ctx, false, self.core, call)
       if ok and info.client_streaming and info.server_streaming and result ~= nil then
         ok, result = false, status("INTERNAL", info.full_name
           .. ": a bidirectional handler answers with ctx.send and returns nothing")
@@ -343,7 +365,7 @@ local function run_call(self, call)
       if ok then
         call:finish(codes.OK, "")
       else
-        finish_failed(call, info, result)
+        finish_failed(self, call, info, result, trace)
       end
     end
     ended()
@@ -526,7 +548,10 @@ end
 -- UNIMPLEMENTED); `timeout` and `deadline` come from grpc-timeout (Connect: Connect-Timeout-Ms).
 -- Calls in JSON (+json, application/json) read their requests with
 -- pc.from_json (JSON that does not fit the request type is
--- INVALID_ARGUMENT) and write their responses with pc.to_json. A Connect
+-- INVALID_ARGUMENT) and write their responses with pc.to_json. A request
+-- lacking a proto2 required field is INVALID_ARGUMENT "<method>: request:
+-- missing required field: ..." in every protocol and codec (REST: HTTP
+-- 400), and the handler is not called. A Connect
 -- GET (`GET /pkg.Svc/Method?connect=v1&encoding=json|proto&message=...
 -- [&base64=1][&compression=gzip]`) is served for unary methods marked
 -- `option idempotency_level = NO_SIDE_EFFECTS` (any other: HTTP 405
@@ -547,8 +572,8 @@ end
 -- Access-Control-Request-Headers names (listener:set_server's routes and
 -- `rest` option replace them); every response to an allowed Origin carries
 -- Access-Control-Allow-Origin and the exposed headers (grpc-status,
--- grpc-message, grpc-status-details-bin, ...); another origin gets no CORS
--- header.
+-- grpc-message, grpc-status-details-bin, ...; a 415's Accept-Post too);
+-- another origin gets no CORS header.
 -- `opts.rest` (off by default) serves REST/JSON on the same address
 -- (doc/gateway.md): true for the google.api.http annotations of the
 -- services served, or a table of pc.transcoder's options (`http` rules
@@ -562,7 +587,12 @@ end
 -- rest: ..." naming it. Raises on a bad argument or option (naming it), a
 -- TLS file that cannot be read or is no PEM ("pc.listen: cert_file 'x.pem':
 -- cannot be read: No such file or directory"), or an address that cannot
--- be bound. Serve with `listener:serve()`.
+-- be bound. A handler's failure that is not a pc.Error (a runtime error, a
+-- string: a bug) is answered UNKNOWN "<method>: unexpected error in the
+-- handler" in every protocol, REST included, and `opts.log(text)` is
+-- called with "<method>: <the error's text>" and the traceback where it
+-- was raised on the lines after (default: "pc.listen: TEXT" on stderr).
+-- Serve with `listener:serve()`.
 function M.listen(server, address, opts)
   if not is_server(server) then
     error("bad argument #1 to 'listen' (protocall.Server expected, got " .. type(server) .. ")", 2)
@@ -644,7 +674,8 @@ function M.listen(server, address, opts)
   })
   if not ok then error("pc.listen: " .. tostring(l), 2) end
   return setmetatable({ core = l, server = server, port = l:port(), active = 0, closed = false, rest = tc,
-    rest_option = opts.rest, cors = cors or nil, max_receive = opts.max_receive_size }, Listener)
+    rest_option = opts.rest, cors = cors or nil, max_receive = opts.max_receive_size,
+    log = opts.log or log_stderr }, Listener)
 end
 
 return M

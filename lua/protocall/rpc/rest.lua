@@ -83,8 +83,9 @@ end
 -- Answers `call` with an error (a pc.Error or a failure table of
 -- rpc/server.lua) as tc:error writes it.
 local function answer_error(tc, call, err, extra)
-  local http, body, ct = tc:error(err)
+  local http, body, ct, allow = tc:error(err)
   local h = { { "content-type", ct }, { "content-length", tostring(#body) } }
+  if allow then h[#h + 1] = { "allow", allow } end
   for _, kv in ipairs(extra or {}) do h[#h + 1] = kv end
   if call:respond(http, h) then call:send(body) end
   call:finish(codes.OK, "")
@@ -130,8 +131,11 @@ function M.refuse(self, call, err)
 end
 
 -- The content types of gRPC, gRPC-Web and Connect requests, as the core
--- classifies them and lists them in a 415's Accept-Post.
+-- classifies them and lists them in a 415's Accept-Post; a streaming
+-- method's list leaves out Connect unary's (application/proto and
+-- application/json, which only a unary method takes).
 local web_classify, ACCEPT_POST = core_module.web_classify, core_module.web_accept_post
+local ACCEPT_POST_STREAM = (ACCEPT_POST:gsub(", application/proto, application/json$", ""))
 
 -- rest.serve(listener, call): answers one REST request (a task of the
 -- scheduler, as listen.lua's run_call).
@@ -140,13 +144,14 @@ function M.serve(self, call)
   local target = call:path()
   local route, bindings, query = tc:match(call:http_method(), target)
   local server = self.server
-  if not route and call:http_method() == "POST" and server.methods[target:match("^[^?]*")]
-    and not web_classify("POST", call:content_type()) then
+  local named = server.methods[target:match("^[^?]*")]
+  if not route and call:http_method() == "POST" and named and not web_classify("POST", call:content_type()) then
     -- a method's own path without a content type of gRPC, gRPC-Web or
     -- Connect (none, or text/plain): what connect-go answers, not 404
     local body = "content-type must be gRPC's, gRPC-Web's or Connect's (see Accept-Post)\n"
     if call:respond(415, { { "content-type", "text/plain" }, { "content-length", tostring(#body) },
-      { "accept-post", ACCEPT_POST } }) then
+      { "accept-post", (named.info.client_streaming or named.info.server_streaming) and ACCEPT_POST_STREAM
+        or ACCEPT_POST } }) then
       call:send(body)
     end
     return call:finish(codes.OK, "")
@@ -170,6 +175,9 @@ function M.serve(self, call)
     next_bytes, err = tc:requests_reader(route, bindings, query, body, content_type)
   else
     req, err = tc:request(route, bindings, query, body, content_type)
+    local missing = req and rpc_server.missing_required(req)
+    -- as tc:request_bytes (a client stream's lines) refuses it
+    if missing then err = Error { code = "INVALID_ARGUMENT", http_status = 400, message = "request: " .. missing } end
   end
   if err then return answer_error(tc, call, err) end
   local rt = { headers = {}, trailers = {} }
@@ -214,7 +222,7 @@ function M.serve(self, call)
     end
   end
   -- (the transcoder's `validate` checked the requests: the server's would again)
-  local ok, result = rpc_server.invoke(entry, info, req, ctx, tc.validate, core, call)
+  local ok, result, trace = rpc_server.invoke(entry, info, req, ctx, tc.validate, core, call)
   if ok and info.server_streaming then
     ok, result = pcall(function()
       local list = returned_list(info, result)
@@ -241,6 +249,7 @@ function M.serve(self, call)
     end
     return call:finish(codes.OK, "")
   end
+  self:log_failure(info, result, trace)
   local st = rpc_server.failure(info, result)
   local failed = { code = st.code, message = st.message, details_bin = st.details }
   if rt.head_sent then

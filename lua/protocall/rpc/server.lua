@@ -17,6 +17,8 @@ local refusal = require("protocall.validate").refusal
 local type, error, pairs, tostring, getmetatable, setmetatable =
   type, error, pairs, tostring, getmetatable, setmetatable
 local format, floor, mtype = string.format, math.floor, compat.mtype
+local xpcall, traceback = xpcall, debug.traceback
+local is_initialized = core.is_initialized
 local Error, status = errors.Error, errors.status
 local encode, decode, type_of, is_message, coerce, protect = core.encode, core.decode, core.type_of,
   core.is_message, message.coerce, core.protect
@@ -109,8 +111,11 @@ end
 -- handler set, its `retry_delay` as grpc-retry-pushback-ms (gRFC A6:
 -- rounded to milliseconds, at most 2^31-1; negative: -1, do not retry);
 -- details or metadata that cannot be sent make it INTERNAL "<method>:
--- <what is wrong>". Raising anything else fails it with UNKNOWN, the
--- message kept less its source position. Raises on an unknown service or method, or a handler that is
+-- <what is wrong>". Raising anything else (a runtime error, a
+-- string) fails it with UNKNOWN "<method>: unexpected error in the
+-- handler" (the error's text, file and line are not the client's: over
+-- the network pc.listen logs them with a traceback, its `log` option; in
+-- process the error's `value` is what was raised). Raises on an unknown service or method, or a handler that is
 -- not a function; a built-in service whose file the pool lacks names the
 -- fix ("pc.server: grpc.health.v1.Health is not loaded: call pc.health()
 -- (or load grpc/health/v1/health.proto) first"). An optional second table takes {pool = p (default: the
@@ -334,34 +339,64 @@ function M.stray_error(info)
   return status("INTERNAL", info.full_name .. ": the handler " .. sched.STRAY)
 end
 
--- `text` without the position error() put before it ("handler.lua:12: ",
--- '[string "..."]:3: '), kept when it only looks like one
--- (error("localhost:50051: refused", 0)).
-local function without_position(text)
-  local rest = text:match("^[^:\n]-%.lua:%d+: (.*)$") or text:match('^%[string "[^\n]-"%]:%d+: (.*)$')
-  return rest or text
+--- text = missing_required(m): pc.encode's words for the proto2 required
+-- fields request `m` lacks ("missing required field: p.R.name"), or nil:
+-- a request read from JSON (pc.from_json, a transcoder's tc:request) is
+-- not checked for them, where pc.decode refuses such bytes; every
+-- placement answers it INVALID_ARGUMENT, as a request that does not fit.
+function M.missing_required(m)
+  if is_initialized(m) then return nil end -- (nothing to a type without required fields)
+  local ok, err = protect(encode, m)
+  if ok then return nil end
+  err = tostring(err)
+  return err:find("^missing required field") and err or nil
 end
 
 --- err = handler_error(info, raised): what a handler of method `info`
--- raised, as the call's pc.Error: a pc.Error as it is; anything else
--- UNKNOWN with `value` the raised value and the message "<method>: <text>",
--- where the text of a string is the string less the source position Lua
--- put in front of it (a client is not told where the server's files are)
--- and that of another value "handler raised a <type>".
+-- raised, as the call's pc.Error: a pc.Error as it is (a deliberate
+-- status); anything else (a bug: a runtime error, a string error()) is
+-- UNKNOWN "<method>: unexpected error in the handler" with `value` the
+-- raised value: a client is not told the server's error text, its files
+-- or lines (grpc C++ answers "Unexpected error in RPC handling"); the
+-- server's log has them (log_text).
 function M.handler_error(info, raised)
   if getmetatable(raised) == Error then return raised end
-  local text = type(raised) == "string" and without_position(raised) or ("handler raised a " .. type(raised))
-  return status("UNKNOWN", info.full_name .. ": " .. text, { value = raised })
+  return status("UNKNOWN", info.full_name .. ": unexpected error in the handler", { value = raised })
 end
 
---- ok, result = invoke(entry, info, req, ctx, checked, waitable, call):
+--- text = log_text(info, raised, trace): the line a server logs when a
+-- handler of method `info` raised `raised`, or nil for a pc.Error (a
+-- deliberate status, the client's whole): "<method>: <the error's text>"
+-- and the traceback `trace` (invoke's; nil: none) on the lines after.
+function M.log_text(info, raised, trace)
+  if getmetatable(raised) == Error then return nil end
+  local text = type(raised) == "string" and raised or ("handler raised a " .. type(raised) .. ": " .. tostring(raised))
+  return info.full_name .. ": " .. text .. (trace and "\n" .. trace or "")
+end
+
+-- The traceback of the last error invoke's message handler saw that was
+-- not a pc.Error; read (and cleared) by invoke as soon as xpcall returns,
+-- nothing running in between (the handler's yields come before).
+local last_trace
+
+-- xpcall's message handler of invoke: the error itself, its traceback kept
+-- in last_trace when it is not a pc.Error.
+local function traced(e)
+  -- (a message: LuaJIT's traceback of none is nil)
+  if getmetatable(e) ~= Error then last_trace = traceback("", 2):gsub("^\n", "") end
+  return e
+end
+
+--- ok, result, trace = invoke(entry, info, req, ctx, checked, waitable, call):
 -- runs the handler of method `info` (`entry.handler`; with `checked`, true
 -- when the placement refused requests breaking their rules itself, the
--- handler without the server's `validate` check when it has one) in pcall,
+-- handler without the server's `validate` check when it has one) in xpcall,
 -- with `ctx` alone for a client stream or bidirectional method, else with
 -- the request `req` and `ctx`; an answer that comes after ctx.deadline is
 -- false and DEADLINE_EXCEEDED (a late answer is no answer: the client's
--- deadline has passed, as gRPC servers do). A forwarding server's handler
+-- deadline has passed, as gRPC servers do). `trace`: the traceback where
+-- the handler raised something other than a pc.Error (for log_text). A
+-- forwarding server's handler
 -- (forwarding) runs under watch_call(waitable, call, ctx.cancelled):
 -- `call` is the server call of listener core `waitable`. pc.listen's
 -- placements (gRPC and the web's protocols, REST) run handlers through it.
@@ -371,15 +406,17 @@ function M.invoke(entry, info, req, ctx, checked, waitable, call)
   -- a forwarding server's: the call's early end cancels the upstream's
   local stop = entry.forwards and M.watch_call(waitable, call, ctx.cancelled)
   if info.client_streaming then
-    ok, result = pcall(handler, ctx)
+    ok, result = xpcall(handler, traced, ctx)
   else
-    ok, result = pcall(handler, req, ctx)
+    ok, result = xpcall(handler, traced, req, ctx)
   end
+  local trace = last_trace
+  last_trace = nil
   if stop then stop() end
   if ok and ctx.deadline ~= nil and now() > ctx.deadline then
     ok, result = false, status("DEADLINE_EXCEEDED", info.full_name .. ": deadline exceeded")
   end
-  return ok, result
+  return ok, result, not ok and trace or nil
 end
 
 --- list = returned_list(info, result): what a server-streaming handler of

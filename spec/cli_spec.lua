@@ -771,6 +771,79 @@ message M {
       "}", "" }, "\n"), out)
   end)
 
+  it("prints extensions, reserved numbers and names, groups, enum values and oneofs", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert.is_true(os.execute("mkdir -p " .. dir))
+    local f = assert(io.open(dir .. "/g.proto", "wb"))
+    f:write([[
+syntax = "proto2";
+package g;
+import "google/protobuf/descriptor.proto";
+message M {
+  optional group Item = 1 [deprecated = true] { required int32 id = 2; }
+  oneof pick { string a = 6; group Alt = 7 { optional bool on = 8; } }
+  reserved 10, 12 to 14, 100 to max;
+  reserved "old", "gone";
+  extensions 50 to 60;
+  extend M { optional int32 here = 50; }
+  enum E { E0 = 0; E1 = 1 [deprecated = true]; reserved 5, 7 to 9, 20 to max; reserved "E2"; }
+}
+extend google.protobuf.FieldOptions {
+  optional string tag = 50001;
+  optional group Meta = 50002 { optional int32 v = 1; }
+}
+]])
+    f:close()
+    local got = {}
+    for _, sym in ipairs { "g.M", "g.tag", "g.meta", "g.M.here", "g.M.E1", "g.M.E.E1", "g.M.pick", "g.M.item" } do
+      got[sym] = { run(BIN .. " describe -I " .. dir .. " -proto g.proto " .. sym) }
+    end
+    local out, err, code = run(BIN .. " describe -proto google/api/annotations.proto google.api.http")
+    os.execute("rm -rf " .. dir)
+    for sym, r in pairs(got) do assert.are.equal(0, r[3], sym .. ": " .. r[2]) end
+    assert.are.equal(table.concat({
+      "g.M is a message:",
+      "message M {",
+      "  optional group Item = 1 [deprecated = true] {",
+      "    required int32 id = 2;",
+      "  }",
+      "  oneof pick {",
+      "    string a = 6;",
+      "    group Alt = 7 {",
+      "      optional bool on = 8;",
+      "    }",
+      "  }",
+      "  enum E {",
+      "    E0 = 0;",
+      "    E1 = 1 [deprecated = true];",
+      "    reserved 5, 7 to 9, 20 to max;",
+      '    reserved "E2";',
+      "  }",
+      "  extensions 50 to 60;",
+      "  reserved 10, 12 to 14, 100 to max;",
+      '  reserved "old", "gone";',
+      "  extend .g.M {",
+      "    optional int32 here = 50;",
+      "  }",
+      "}", "" }, "\n"), got["g.M"][1])
+    assert.are.equal(
+      "g.tag is an extension:\nextend .google.protobuf.FieldOptions {\n  optional string tag = 50001;\n}\n",
+      got["g.tag"][1])
+    assert.are.equal("g.meta is a group field:\nextend .google.protobuf.FieldOptions {\n"
+      .. "  optional group Meta = 50002 {\n    optional int32 v = 1;\n  }\n}\n", got["g.meta"][1])
+    assert.are.equal("g.M.here is an extension:\nextend .g.M {\n  optional int32 here = 50;\n}\n", got["g.M.here"][1])
+    assert.are.equal("g.M.E1 is an enum value:\nE1 = 1 [deprecated = true];\n", got["g.M.E1"][1])
+    assert.are.equal("g.M.E.E1 is an enum value:\nE1 = 1 [deprecated = true];\n", got["g.M.E.E1"][1])
+    assert.are.equal("g.M.pick is a one-of:\noneof pick {\n  string a = 6;\n  group Alt = 7 {\n"
+      .. "    optional bool on = 8;\n  }\n}\n", got["g.M.pick"][1])
+    assert.are.equal("g.M.item is a group field:\noptional group Item = 1 [deprecated = true] {\n"
+      .. "  required int32 id = 2;\n}\n", got["g.M.item"][1])
+    assert.are.equal(0, code, err)
+    assert.are.equal("google.api.http is an extension:\nextend .google.protobuf.MethodOptions {\n"
+      .. "  .google.api.HttpRule http = 72295728;\n}\n", out)
+  end)
+
   -- A file that sets options of every kind, in a new folder: the folder.
   local OPTIONS_PROTO = [[
 syntax = "proto3";
@@ -1425,7 +1498,7 @@ describe("protocall serve", function()
 syntax = "proto3";
 package d;
 import "google/api/annotations.proto";
-message P { int32 x = 1 [deprecated = true, json_name = "xx"]; }
+message P { int32 x = 1 [deprecated = true, json_name = "xx"]; oneof o { int32 a = 2; } }
 enum E { E0 = 0; E1 = 1 [deprecated = true]; }
 service S { rpc M(P) returns (P) { option (google.api.http) = { get: "/v1/p/{x}" }; option deprecated = true; } }
 ]])
@@ -1439,19 +1512,25 @@ return { ["d.S"] = { M = function(p) return p end } }
     f:close()
     local port, pid = serve("-listen 127.0.0.1:0 " .. dir .. "/s.lua")
     local got, want = {}, {}
-    for _, sym in ipairs { "d.S", "d.P", "d.E" } do
+    -- (the extension, enum values and oneof too, which the server may know
+    -- by their parent only)
+    local syms = { "d.S", "d.P", "d.E", "d.E.E1", "d.E1", "d.P.o", "google.api.http" }
+    for _, sym in ipairs(syms) do
       got[sym] = { run(BIN .. " describe -plaintext 127.0.0.1:" .. port .. " " .. sym) }
       want[sym] = run(BIN .. " describe -I " .. dir .. " -proto d.proto " .. sym)
     end
     os.execute("kill " .. pid)
     os.execute("rm -rf " .. dir)
-    for _, sym in ipairs { "d.S", "d.P", "d.E" } do
+    for _, sym in ipairs(syms) do
       assert.are.equal(0, got[sym][3], got[sym][2])
       assert.are.equal(want[sym], got[sym][1])
     end
     assert.matches('    option (.google.api.http) = { get: "/v1/p/{x}" };\n', got["d.S"][1], 1, true)
     assert.matches('  int32 x = 1 [json_name = "xx", deprecated = true];\n', got["d.P"][1], 1, true)
     assert.matches("  E1 = 1 [deprecated = true];\n", got["d.E"][1], 1, true)
+    assert.are.equal("d.E.E1 is an enum value:\nE1 = 1 [deprecated = true];\n", got["d.E.E1"][1])
+    assert.are.equal("d.P.o is a one-of:\noneof o {\n  int32 a = 2;\n}\n", got["d.P.o"][1])
+    assert.matches("^google.api.http is an extension:\n", got["google.api.http"][1])
   end)
 
   it("serves the services a script returns, with health and reflection on", function()

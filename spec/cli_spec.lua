@@ -953,15 +953,17 @@ service S {
       { name = "hd.proto" }))
     local fd = pool:file_descriptor("hd.proto")
     -- not as protoc writes them: a raw quote and line break in the bytes
-    -- default (protoc C-escapes it), bytes past ASCII in the string's
-    fd.message_type[1].field[1].default_value = 'a"]; x\nmessage Fake {\\0\\101\\x42'
+    -- default (protoc C-escapes it), bytes past ASCII in the string's;
+    -- escapes read as protoc 3.21 reads them: `\x` without a hex digit and
+    -- `\q` stand for nothing, `\x414` for its low 8 bits
+    fd.message_type[1].field[1].default_value = 'a"]; x\nmessage Fake {\\0\\101\\x42\\x\\q\\x414\\'
     fd.message_type[1].field[2].default_value = "caf\195\169 \255"
     local set = write_tmp(pc.encode(pool:type("google.protobuf.FileDescriptorSet") { file = { fd } }))
     local out, err, code = run(BIN .. " describe -protoset " .. set .. " hd.M")
     os.remove(set)
     assert.are.equal(0, code, err)
     assert.are.equal('hd.M is a message:\nmessage M {\n'
-      .. '  optional bytes b = 1 [default = "a\\"]; x\\nmessage Fake {\\000AB"];\n'
+      .. '  optional bytes b = 1 [default = "a\\"]; x\\nmessage Fake {\\000AB\\024"];\n'
       .. '  optional string s = 2 [default = "caf\\303\\251 \\377"];\n}\n', out)
   end)
 

@@ -57,24 +57,28 @@ local function quote(s)
     .. '"'
 end
 
--- The bytes a C-escaped literal `s` stands for (protoc keeps a bytes
--- field's default so: read back, it is quoted again, so a descriptor set
--- whose default holds a raw quote or line break prints as one literal).
-local UNESCAPE = { n = "\n", r = "\r", t = "\t", a = "\a", b = "\b", f = "\f", v = "\v" }
+-- The bytes a C-escaped literal `s` stands for, as protoc 3.21 reads a
+-- bytes field's default (UnescapeCEscapeSequences): octal of up to three
+-- digits, hex of any number of digits (the low 8 bits kept); an escape it
+-- does not know (`\q`, a `\x` without a hex digit, a `\` at the end)
+-- stands for nothing. (protoc keeps a bytes default C-escaped: read back,
+-- it is quoted again, so a descriptor set whose default holds a raw quote
+-- or line break prints as one literal.)
+local UNESCAPE = { n = "\n", r = "\r", t = "\t", a = "\a", b = "\b", f = "\f", v = "\v",
+  ["\\"] = "\\", ["?"] = "?", ["'"] = "'", ['"'] = '"' }
 local function unescape(s)
   local out, i = {}, 1
   while i <= #s do
     local c = s:sub(i, i)
-    local oct, hex = s:match("^\\([0-7][0-7]?[0-7]?)", i), s:match("^\\x(%x%x?)", i)
-    if c ~= "\\" or i == #s then
+    local oct, hex = s:match("^\\([0-7][0-7]?[0-7]?)", i), s:match("^\\[xX](%x+)", i)
+    if c ~= "\\" then
       out[#out + 1], i = c, i + 1
     elseif oct then
       out[#out + 1], i = string.char(tonumber(oct, 8) % 256), i + 1 + #oct
     elseif hex then
-      out[#out + 1], i = string.char(tonumber(hex, 16)), i + 2 + #hex
+      out[#out + 1], i = string.char(tonumber(hex:sub(-2), 16)), i + 2 + #hex
     else
-      local e = s:sub(i + 1, i + 1)
-      out[#out + 1], i = UNESCAPE[e] or e, i + 2
+      out[#out + 1], i = UNESCAPE[s:sub(i + 1, i + 1)], i + 2
     end
   end
   return concat(out)

@@ -6,7 +6,7 @@ local service_config = require "protocall.rpc.service_config"
 
 local pairs, ipairs, tostring, pcall, getmetatable, setmetatable =
   pairs, ipairs, tostring, pcall, getmetatable, setmetatable
-local format = string.format
+local format, concat = string.format, table.concat
 local shown = require("protocall.internal").show
 local stdout, stderr = common.stdout, common.stderr
 local usage_error, fail, check_format, has_schema, load_schemas, read_input, write_message, json_documents =
@@ -145,11 +145,17 @@ local function retry_config(json)
   return { methodConfig = { { name = { {} }, retryPolicy = t } } }, false
 end
 
--- A pool of the server's files defining `service`, by reflection; or nil
--- and the exit status.
-local function reflection_pool(flags, transport, service)
+-- A pool of the server's files defining `service`, by reflection (or,
+-- when the server has none, `whole`, the method argument, when it names a
+-- service: the caller says so); or nil and the exit status.
+local function reflection_pool(flags, transport, service, whole)
   return with_reflection(flags, transport, function(r)
-    r.symbol(service)
+    local ok, err = pcall(r.symbol, service)
+    -- (a server may know a package, "pkg" of "pkg.Service", as a symbol)
+    if not (ok and r.pool:service(service)) and pcall(r.symbol, whole) and r.pool:service(whole) then
+      return r.pool
+    end
+    if not ok then error(err, 0) end
     return r.pool
   end, "protocall call: Service not found: " .. service, "call")
 end
@@ -205,12 +211,17 @@ function M.call.run(flags, args)
   else
     transport = connect(flags, target, "call")
     local status
-    pool, status = reflection_pool(flags, transport, service)
+    pool, status = reflection_pool(flags, transport, service, (method:gsub("^/", "")))
     if not pool then return status end
   end
   local info = pool:service(service)
-  if not info and pool:service(method) then
-    usage_error("call", "'" .. method .. "' is a service: pkg.Service/Method expected")
+  local whole = method:gsub("^/", "")
+  local named = pool:service(whole)
+  if not info and named then -- a service named, a method needed
+    local names = {}
+    for i, m in ipairs(named.methods) do names[i] = m.name end
+    usage_error("call", format("'%s' is a service: pkg.Service/Method expected (its methods: %s)", whole,
+      #names > 0 and concat(names, ", ") or "none"))
   end
   if not info then fail("Service not found: " .. service) end
   local m = info.methods[name]

@@ -216,6 +216,20 @@ describe("protocall decode", function()
     os.remove(set)
     assert.are.equal(0, code, err)
     assert.are.equal('name: "z"\n', out)
+    -- .proto source given to -protoset, or other bytes: said so, without the
+    -- codec's internal type name
+    out, err, code = run(BIN .. " decode -protoset examples/route.proto demo.Route", "")
+    assert.are.equal(1, code)
+    assert.are.equal("", out)
+    assert.are.equal("protocall decode: examples/route.proto: not a binary FileDescriptorSet (field 5: invalid wire "
+      .. "type at offset 0); .proto source? give it with -proto\n", err)
+    set = write_tmp("garbage\255\1")
+    out, err, code = run(BIN .. " list -protoset " .. set)
+    os.remove(set)
+    assert.are.equal(1, code)
+    assert.are.equal("", out)
+    assert.are.equal("protocall list: " .. set .. ": not a binary FileDescriptorSet (field 12: invalid wire type at "
+      .. "offset 0)\n", err)
   end)
 
   if not corpus.read("payloads/MANIFEST.tsv") then

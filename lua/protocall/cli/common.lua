@@ -184,6 +184,18 @@ local function import_name(proto, paths)
     .. "an exact prefix of its path (both absolute or both relative).")
 end
 
+-- Whether `bytes` look like .proto source: text (no control bytes but
+-- whitespace in its first 4 KiB) with a word only .proto source starts
+-- a statement with.
+local function proto_text(bytes)
+  local head = bytes:sub(1, 4096)
+  if head:find("[%z\1-\8\14-\31\127]") then return false end
+  for _, word in ipairs { "syntax", "edition", "package", "import", "message", "enum", "service", "option" } do
+    if head:find("%f[%w_]" .. word .. "%f[^%w_]") then return true end
+  end
+  return false
+end
+
 --- pool, names = load_schemas(flags): a pool with the files of -proto
 -- (found through -I, as protoc finds them, else a built-in file of that
 -- import name, pc.builtin_source, as protoc has its own include folder,
@@ -198,8 +210,18 @@ function M.load_schemas(flags)
   if #paths == 0 then paths[1] = "." end
   local names = {}
   for _, set in ipairs(flags.protoset or {}) do
-    local files, err = pool:load_descriptor_set(read_input(set))
-    if not files then fail(set .. ": " .. tostring(err)) end
+    local bytes = read_input(set)
+    local files, err = pool:load_descriptor_set(bytes)
+    if not files then
+      err = tostring(err)
+      local why = err:match("^descriptor set: (.*)$")
+      if why then -- bytes that do not read as one (the codec's own copy of descriptor.proto named as protoc's)
+        why = why:gsub("^protocall%.desc%.FileDescriptorSet ", ""):gsub("protocall%.desc%.", "google.protobuf.")
+        err = "not a binary FileDescriptorSet (" .. why .. ")"
+          .. (proto_text(bytes) and "; .proto source? give it with -proto" or "")
+      end
+      fail(set .. ": " .. err)
+    end
     for _, f in ipairs(files) do names[#names + 1] = f.name end
   end
   for _, proto in ipairs(flags.proto or {}) do

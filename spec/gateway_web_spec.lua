@@ -199,8 +199,11 @@ describe("protocall.http.web", function()
       message = "TLS handshake with backend.internal:443: connection closed (is it a TLS port?)" })
     assert.are.equal("upstream connect error: connection timed out", E { code = "UNAVAILABLE", unsent = true,
       message = "connect to 10.0.0.5:50051: timed out after 20 s" })
-    assert.are.equal("upstream connect error: connection failure", E { code = "UNAVAILABLE", unsent = true,
-      message = "connect to unix:/run/refused.sock: No such file or directory" })
+    -- a unix: socket that is not there: named as the cause, as "connection refused" is
+    assert.are.equal("upstream connect error: no such socket file", E { code = "UNAVAILABLE", unsent = true,
+      message = "connect to unix:/run/missing.sock: No such file or directory" })
+    assert.are.equal("upstream connect error: connection refused", E { code = "UNAVAILABLE", unsent = true,
+      message = "connect to unix:/run/refused.sock: Connection refused" })
     -- written, then the connection failed: the attempt's own failure, or lost
     assert.are.equal("upstream connect error: no HTTP/2 from the upstream", E { code = "UNAVAILABLE", lost = true,
       message = "connect to 10.0.0.5:50051: no HTTP/2 SETTINGS from the server within 20 s" })

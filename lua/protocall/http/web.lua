@@ -78,6 +78,7 @@ local CONNECT_CLASSES = {
   { "^no HTTP/2 SETTINGS", "no HTTP/2 from the upstream" },
   { "[Uu]nreachable", "upstream unreachable" },
   { "[Nn]o route to host", "upstream unreachable" },
+  { "No such file or directory", "no such socket file" }, -- a unix: socket's path
 }
 
 -- The class of the failed connection attempt `m` (its backoff hint left out).
@@ -104,7 +105,8 @@ local NO_CONNECTION = { "^deadline exceeded waiting for a connection", "^deadlin
 -- NAME: why" or TLS failure; CLASS "connection refused", "connection timed out",
 -- "name not resolved" (nginx's "connect to HOST:PORT: no resolver defined
 -- to resolve ..." and "... could not be resolved ..." too), "TLS handshake
--- failed", "no HTTP/2 from the upstream", "upstream unreachable" or "connection failure"), "upstream
+-- failed", "no HTTP/2 from the upstream", "upstream unreachable", "no such socket file" (a unix:
+-- socket's path that names no file) or "connection failure"), "upstream
 -- connection lost" when its connection failed under it (`err.lost`),
 -- "upstream timed out: no connection before the deadline" for a deadline
 -- that passed while the channel had no ready connection; a reconnection

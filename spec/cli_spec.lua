@@ -981,6 +981,28 @@ service S {
       .. '  optional string s = 2 [default = "caf\\303\\251 \\377"];\n}\n', out)
   end)
 
+  it("quotes a descriptor set's default that does not parse escaped, a line break and all", function()
+    local pc = require "protocall"
+    local pool = pc.pool()
+    assert(pool:load('syntax = "proto2"; package bd; enum E { A = 0; } message M { optional int32 i = 1; '
+      .. "optional E e = 2; }", { name = "bd.proto" }))
+    local got = {}
+    for i = 1, 2 do
+      local fd = pool:file_descriptor("bd.proto")
+      fd.message_type[1].field[i].default_value = "1x\nmessage Fake {\27[31m"
+      local set = write_tmp(pc.encode(pool:type("google.protobuf.FileDescriptorSet") { file = { fd } }))
+      got[i] = { run(BIN .. " describe -protoset " .. set .. " bd.M") }
+      os.remove(set)
+      got[i].set = set
+    end
+    assert.are.equal(1, got[1][3])
+    assert.are.equal("protocall describe: " .. got[1].set .. ': bd.M.i: bad default value "1x\\10message Fake '
+      .. '{\\27[31m"\n', got[1][2])
+    assert.are.equal(1, got[2][3])
+    assert.are.equal("protocall describe: " .. got[2].set .. ': bd.M.e: default "1x\\10message Fake {\\27[31m" '
+      .. "is not a value of the enum\n", got[2][2])
+  end)
+
   it("prints an option whose extension the schema lacks by its number", function()
     local pc = require "protocall"
     local pool = pc.pool()

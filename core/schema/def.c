@@ -660,9 +660,22 @@ static int unescape_bytes(Builder *b, const char *s, pc_DefaultValue *out) {
   return 1;
 }
 
+/* A default's text quoted for an error message (a descriptor set's line
+ * break or a terminal's control byte escaped, a long one cut), in 'buf'. */
+#define DEFAULT_ROOM 80
+static const char *quoted(char buf[DEFAULT_ROOM], const char *text) {
+  buf[0] = '"';
+  pc_Error_Quote(buf + 1, DEFAULT_ROOM - 2, text, strlen(text), kPc_Quote_Lua);
+  size_t n = strlen(buf);
+  buf[n] = '"';
+  buf[n + 1] = '\0';
+  return buf;
+}
+
 /* 'len': the bytes of a string default holding NUL bytes, else 0. */
 static int parse_default(Builder *b, pc_FieldDef *f, const char *text, size_t len) {
   pc_DefaultValue *v = &f->default_value;
+  char shown_default[DEFAULT_ROOM];
   if (len != 0 && f->type != kPc_Type_String) /* only a string's text may hold a NUL byte */
     return fail(b, "%s: default holds a NUL byte%s", f->full_name, "");
   char *end = NULL;
@@ -733,7 +746,8 @@ static int parse_default(Builder *b, pc_FieldDef *f, const char *text, size_t le
   case kPc_Type_Enum: {
     const pc_EnumValueDef *ev = pc_EnumDef_FindByName(f->enumdef, text, strlen(text));
     if (ev == NULL)
-      return fail(b, "%s: default '%s' is not a value of the enum", f->full_name, text);
+      return fail(b, "%s: default %s is not a value of the enum", f->full_name,
+                  quoted(shown_default, text));
     v->i32 = ev->number;
     return 1;
   }
@@ -741,7 +755,7 @@ static int parse_default(Builder *b, pc_FieldDef *f, const char *text, size_t le
     return fail(b, "%s: a %s field cannot have a default", f->full_name,
                 pc_FieldType_Name(f->type));
   }
-  return fail(b, "%s: bad default value '%s'", f->full_name, text);
+  return fail(b, "%s: bad default value %s", f->full_name, quoted(shown_default, text));
 }
 
 /* Fills one field (regular or extension) from its description. */

@@ -237,13 +237,13 @@ function M.call.run(flags, args)
   local requests = {}
   for i, doc in ipairs(m.client_streaming and json_documents(data or "") or { data or "{}" }) do
     local request, err = pc.from_json(m.input, doc)
-    -- (a request the stub would not encode, a proto2 required field unset:
-    -- said as bad input, not as the call's failure)
-    local encodes, why = true, nil
-    if request then encodes, why = pcall(pc.encode, request) end
-    if not request or not encodes then
-      fail("request" .. (m.client_streaming and format(" %d", i) or "") .. ": " .. tostring(err or why))
+    -- (a proto2 required field unset, which the stub would not encode: said
+    -- as bad input, not as the call's failure)
+    if request then
+      local ok, why = pc.is_initialized(request)
+      if not ok then err = why end
     end
+    if err then fail("request" .. (m.client_streaming and format(" %d", i) or "") .. ": " .. tostring(err)) end
     requests[i] = request
   end
   local request = requests[1]

@@ -248,16 +248,16 @@ function M.load_schemas(flags)
   return pool, names
 end
 
---- m = parse_message(T, fmt, input, where [, hint [, strip]]): `input` read
--- as a message of type T in `fmt` ("binary", "json" or "text"); fails with
--- "where: why" when it does not parse. With `hint` (a command whose
--- -format names its input), binary input that starts as JSON or text
--- fails with a hint of -format. `strip`: a type name left out of why (a
--- type the user did not give).
-function M.parse_message(T, fmt, input, where, hint, strip)
+--- m = parse_message(T, fmt, input, where [, hint [, strip [, opts]]]):
+-- `input` read as a message of type T in `fmt` ("binary", "json" or
+-- "text"); fails with "where: why" when it does not parse. With `hint` (a
+-- command whose -format names its input), binary input that starts as
+-- JSON or text fails with a hint of -format. `strip`: a type name left out
+-- of why (a type the user did not give). `opts`: pc.decode's options.
+function M.parse_message(T, fmt, input, where, hint, strip, opts)
   local m, err
   if fmt == "binary" then
-    m, err = pc.decode(T, input)
+    m, err = pc.decode(T, input, opts)
   elseif fmt == "json" then
     m, err = pc.from_json(T, input)
   else

@@ -1769,6 +1769,9 @@ return { ["d.S"] = { M = function(p) return p end } }
     -- standard input stays open, empty: the deadline ends the call
     local h = fed("call -plaintext -max-time 1 -d @ 127.0.0.1:" .. port .. " demo.Router/Follow", { "" })
     local h2 = fed("call -plaintext -max-time 1 -d @ 127.0.0.1:" .. port .. " demo.Router/Record", { "{}" })
+    -- a unary or server-streaming call reads its one document first: by the deadline too
+    local h3 = fed("call -plaintext -max-time 1 -d @ 127.0.0.1:" .. port .. " demo.Router/Measure", { "{" })
+    local h4 = fed("call -plaintext -max-time 1 -d @ 127.0.0.1:" .. port .. " demo.Router/Walk", { "" })
     local ok, e = pcall(function()
       assert.are.equal(64 + 4, h.status(), "the call did not end at its deadline")
       assert.are.equal("", h.read("out"))
@@ -1776,9 +1779,17 @@ return { ["d.S"] = { M = function(p) return p end } }
       assert.are.equal(64 + 4, h2.status(), "the call did not end at its deadline")
       assert.are.equal("", h2.read("out"))
       assert.matches("^ERROR: code = DEADLINE_EXCEEDED, message = ", h2.read("err"))
+      for _, fe in ipairs { h3, h4 } do
+        assert.are.equal(64 + 4, fe.status(), "the wait for standard input did not end at the deadline")
+        assert.are.equal("", fe.read("out"))
+        assert.are.equal("ERROR: code = DEADLINE_EXCEEDED, message = deadline exceeded waiting for standard input "
+          .. "(-max-time 1)\n", fe.read("err"))
+      end
     end)
     h.close()
     h2.close()
+    h3.close()
+    h4.close()
     os.execute("kill " .. pid)
     assert(ok, e)
   end)

@@ -54,7 +54,7 @@ M.call = {
           "({\"maxAttempts\": 3, \"initialBackoff\": \"0.1s\", \"maxBackoff\": \"1s\",\n" ..
           "\"backoffMultiplier\": 2, \"retryableStatusCodes\": [\"UNAVAILABLE\"]}) or a whole\n" ..
           "service config. -v prints the response headers, trailers and timing to stderr.\n" ..
-          "-max-time is the call's deadline (0: none, as without it), a stream's wait for\n" ..
+          "-max-time is the call's deadline (0: none, as without it), the wait for\n" ..
           "standard input included.\n" ..
           "-connect-timeout bounds connecting, TLS and the server's SETTINGS: UNAVAILABLE past it.\n" ..
           "-protocol picks the protocol over HTTP/2 (as buf curl's): grpc (the default),\n" ..
@@ -190,6 +190,24 @@ local function stdin_requests(T, stopped)
   end
 end
 
+-- Standard input whole, read by `deadline` (pc.now()'s clock): nil when
+-- it has not ended by then (-max-time of a call that reads one document).
+local function stdin_by(deadline)
+  local parts = {}
+  while true do
+    local chunk, why = read_ready(0)
+    if why then fail("standard input: " .. why) end
+    if chunk == nil then return concat(parts) end
+    if chunk ~= "" then
+      parts[#parts + 1] = chunk
+    elseif pc.now() >= deadline then
+      return nil
+    else
+      pc.sleep(STDIN_POLL)
+    end
+  end
+end
+
 function M.call.run(flags, args)
   local fmt = check_format("call", flags, { "json", "text" })
   if #args ~= 2 then usage_error("call", "TARGET and pkg.Service/Method expected") end
@@ -227,10 +245,21 @@ function M.call.run(flags, args)
   local m = info.methods[name]
   if not m then fail(service .. " has no method '" .. name .. "'") end
   local data = flags.d
+  local max_time = flags["max-time"] and flags["max-time"] > 0 and flags["max-time"] or nil -- 0: no limit
+  local deadline = max_time and pc.now() + max_time
   -- A stream's requests from standard input go as they come, the call
-  -- started (stdin_requests); the other shapes, and files, are read whole.
-  local from_stdin = m.client_streaming and (data == "@" or data == "@-")
+  -- started (stdin_requests); the other shapes, and files, are read whole,
+  -- standard input by the -max-time deadline.
+  local stdin = data == "@" or data == "@-"
+  local from_stdin = m.client_streaming and stdin
   if from_stdin then data = nil
+  elseif stdin and deadline then
+    data = stdin_by(deadline)
+    if not data then
+      stderr:write("ERROR: code = DEADLINE_EXCEEDED, message = deadline exceeded waiting for standard input "
+        .. format("(-max-time %g)\n", max_time))
+      return 64 + pc.codes.DEADLINE_EXCEEDED
+    end
   elseif data and data:sub(1, 1) == "@" then data = read_input(data:sub(2) ~= "" and data:sub(2) or nil) end
   -- A client stream sends every JSON document of the data (concatenated or
   -- one per line); the other shapes take one.
@@ -251,7 +280,8 @@ function M.call.run(flags, args)
   local seen = {}
   if flags.v then transport = recording(transport, seen) end
   local opts = { transport = transport, pool = pool, metadata = metadata }
-  if flags["max-time"] and flags["max-time"] > 0 then opts.timeout = flags["max-time"] end -- 0: no limit
+  -- (the call has what is left of -max-time once standard input is read)
+  if deadline then opts.timeout = math.max(deadline - pc.now(), 0.001) end
   local attempts = flags["retry-attempts"]
   if attempts and (attempts ~= math.floor(attempts) or attempts < 1) then
     usage_error("call", "-retry-attempts: a whole number >= 1 expected, got " .. shown(attempts))

@@ -1481,6 +1481,22 @@ describe("protocall call connection flags", function()
       assert.are.equal(1, code, err)
       assert.are.equal("", out)
       assert.are.equal("protocall call: -key '/dev/null': not a PEM key\n", err)
+      -- a FIFO (named pipe) no one writes to: refused, not waited for (`timeout`: a hang fails the spec)
+      local fifo = dir .. "/ca.fifo"
+      assert.is_true(os.execute("rm -f " .. fifo .. " && mkfifo " .. fifo))
+      for _, c in ipairs {
+        { "call -cacert " .. fifo .. " 127.0.0.1:" .. tls.port .. " faults.Faults/Echo", "call: -cacert" },
+        { "call -insecure -cert " .. fifo .. " -key " .. fifo .. " 127.0.0.1:1 faults.Faults/Echo", "call: -cert" },
+        { "serve -cert " .. fifo .. " -key " .. fifo .. " examples/route_services.lua", "serve: -cert" },
+        { "gateway -listen-cert " .. fifo .. " -listen-key " .. fifo .. " 127.0.0.1:1", "gateway: -listen-cert" },
+      } do
+        out, err, code = run("timeout 20 " .. BIN .. " " .. c[1])
+        assert.are.equal(1, code, c[1] .. ": " .. err)
+        assert.are.equal("", out)
+        assert.are.equal("protocall " .. c[2] .. " '" .. fifo .. "': cannot be read: a FIFO (named pipe), not a "
+          .. "regular file\n", err)
+      end
+      os.remove(fifo)
     end)
 
     it("sends a client certificate with -cert and -key", function()

@@ -8,7 +8,7 @@ local text_format = require "protocall.text"
 local error, pairs, ipairs, tostring, tonumber, pcall, getmetatable, setmetatable =
   error, pairs, ipairs, tostring, tonumber, pcall, getmetatable, setmetatable
 local concat, format, huge = table.concat, string.format, math.huge
-local metadata_problem = require("protocall.core").metadata_problem
+local metadata_problem, file_kind = require("protocall.core").metadata_problem, require("protocall.core").file_kind
 local show, seconds_problem = require("protocall.internal").show, require("protocall.internal").seconds_problem
 
 local M = {}
@@ -568,6 +568,17 @@ end
 -- (resolved by c-ares, SRV too), ipv4:/ipv6: lists and Unix sockets.
 local H2C_SCHEMES = { "^dns:", "^ipv4:", "^ipv6:", "^unix:", "^unix%-abstract:" }
 
+--- no_fifo(flag, path): fails, naming `flag`, when the file `path` of a
+-- TLS flag is a FIFO (named pipe): opening one waits for a writer, however
+-- long, and a TLS file is loaded by its path, a client's after
+-- check_tls_file has read it, which a pipe's bytes cannot serve ("-cacert
+-- 'ca': cannot be read: a FIFO (named pipe), not a regular file").
+function M.no_fifo(flag, path)
+  if path ~= nil and file_kind(path) == "fifo" then
+    fail(flag .. " '" .. path .. "': cannot be read: a FIFO (named pipe), not a regular file")
+  end
+end
+
 --- check_tls_file(flag, path, not_pem): fails, naming `flag`, when the
 -- file `path` of a TLS flag cannot be read (missing, a directory: "-cacert
 -- 'ca': cannot be read: Is a directory", as core/net/tls.c words it) or
@@ -577,6 +588,7 @@ local H2C_SCHEMES = { "^dns:", "^ipv4:", "^ipv6:", "^unix:", "^unix%-abstract:" 
 local function check_tls_file(flag, path, not_pem)
   if path == nil then return end
   local where = flag .. " '" .. path .. "': "
+  M.no_fifo(flag, path)
   local f, why = io.open(path, "rb")
   local found, total, tail = false, 0, ""
   while f and not found and total < 16777216 do

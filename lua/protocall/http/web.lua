@@ -270,8 +270,9 @@ end
 
 -- The refusal of request message `m` (nil: it breaks no rule), as
 -- pc.server's `validate = true` answers: INVALID_ARGUMENT with a
--- google.rpc.BadRequest detail, or INTERNAL "validate: ..." for a rule
--- that fails to evaluate.
+-- google.rpc.BadRequest detail, INVALID_ARGUMENT "validate: ..." for a
+-- rule that fails to evaluate on it, or INTERNAL "validate: ..." for a
+-- rule that does not compile.
 local function refused(m)
   local ok, err = pcall(refusal, m)
   if not ok then return Error { code = "INTERNAL", message = tostring(err) } end
@@ -292,7 +293,8 @@ end
 -- against its protovalidate rules as pc.server's `validate = true` checks
 -- a request: the first that breaks one fails with its refusal
 -- (INVALID_ARGUMENT "validation failed: ...", a google.rpc.BadRequest in
--- `details`; a rule failing to evaluate: INTERNAL "validate: ..."), and
+-- `details`; a rule failing to evaluate: INVALID_ARGUMENT "validate: ...",
+-- no details; a rule that does not compile: INTERNAL "validate: ..."), and
 -- proto bytes the input type cannot decode fail INVALID_ARGUMENT
 -- "message N: ...".
 function M.requests(protocol, codec, method, body, content_encoding, validate)

@@ -187,6 +187,12 @@ describe("protocall.http.web", function()
           .. "a transport with wait_for_ready waits for it)" })
     assert.are.equal("upstream connect error: name not resolved", E { code = "UNAVAILABLE", unsent = true,
       message = "resolve backend.internal: Name or service not known" })
+    -- the whole message, as nginx's gateway logs it: the same advice replaced, nothing else
+    assert.are.equal("connect to 10.0.0.5:50051: Connection refused (reconnection backoff: the next attempt in "
+      .. "0.97 s; calls fail at once until then)", web.gateway_words("connect to 10.0.0.5:50051: Connection "
+        .. "refused (reconnection backoff: the next attempt in 0.97 s; a transport with wait_for_ready waits for it)"))
+    assert.are.equal("connect to 10.0.0.5:50051: Connection refused",
+      web.gateway_words("connect to 10.0.0.5:50051: Connection refused"))
     -- nginx's cosocket without a `resolver`, or its resolver failing (a DNS server's refusal inside)
     assert.are.equal("upstream connect error: name not resolved", E { code = "UNAVAILABLE", unsent = true,
       message = 'connect to localhost:50071: no resolver defined to resolve "localhost"' })

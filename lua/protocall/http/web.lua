@@ -112,6 +112,17 @@ local NO_CONNECTION = { "^deadline exceeded waiting for a connection", "^deadlin
 -- that passed while the channel had no ready connection; a reconnection
 -- backoff's hint is kept, its timing only ("(reconnection backoff: the
 -- next attempt in 0.97 s; calls fail at once until then)").
+--- text = web.gateway_words(message): an upstream call's failure `message`
+-- as a gateway tells it, in its answer or its log: a reconnection
+-- backoff's advice for pc.grpc's `wait_for_ready` (an option a gateway's
+-- routes cannot set: "; a transport with wait_for_ready waits for it)")
+-- replaced by what happens, "; calls fail at once until then)"; the rest
+-- (what failed, where) unchanged.
+local function gateway_words(message)
+  return (message:gsub("; a transport with wait_for_ready waits for it%)$", "; calls fail at once until then)"))
+end
+M.gateway_words = gateway_words
+
 function M.upstream_failure(err)
   if type(err) ~= "table" or err.peer then return nil end -- (peer: the upstream's own status)
   local code, m = err.code, err.message
@@ -135,8 +146,7 @@ function M.upstream_failure(err)
   end
   if not text then return nil end
   if not hint then return text end
-  hint = hint:gsub("; a transport with wait_for_ready waits for it%)$", "; calls fail at once until then)")
-  return text .. " " .. hint
+  return text .. " " .. gateway_words(hint)
 end
 
 --- protocol, codec | nil = web.classify(http_method, content_type):

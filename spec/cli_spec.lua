@@ -216,6 +216,20 @@ describe("protocall decode", function()
     os.remove(set)
     assert.are.equal(0, code, err)
     assert.are.equal('name: "z"\n', out)
+    -- .proto source given to -protoset, or other bytes: said so, without the
+    -- codec's internal type name
+    out, err, code = run(BIN .. " decode -protoset examples/route.proto demo.Route", "")
+    assert.are.equal(1, code)
+    assert.are.equal("", out)
+    assert.are.equal("protocall decode: examples/route.proto: not a binary FileDescriptorSet (field 5: invalid wire "
+      .. "type at offset 0); .proto source? give it with -proto\n", err)
+    set = write_tmp("garbage\255\1")
+    out, err, code = run(BIN .. " list -protoset " .. set)
+    os.remove(set)
+    assert.are.equal(1, code)
+    assert.are.equal("", out)
+    assert.are.equal("protocall list: " .. set .. ": not a binary FileDescriptorSet (field 12: invalid wire type at "
+      .. "offset 0)\n", err)
   end)
 
   if not corpus.read("payloads/MANIFEST.tsv") then
@@ -771,6 +785,79 @@ message M {
       "}", "" }, "\n"), out)
   end)
 
+  it("prints extensions, reserved numbers and names, groups, enum values and oneofs", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert.is_true(os.execute("mkdir -p " .. dir))
+    local f = assert(io.open(dir .. "/g.proto", "wb"))
+    f:write([[
+syntax = "proto2";
+package g;
+import "google/protobuf/descriptor.proto";
+message M {
+  optional group Item = 1 [deprecated = true] { required int32 id = 2; }
+  oneof pick { string a = 6; group Alt = 7 { optional bool on = 8; } }
+  reserved 10, 12 to 14, 100 to max;
+  reserved "old", "gone";
+  extensions 50 to 60;
+  extend M { optional int32 here = 50; }
+  enum E { E0 = 0; E1 = 1 [deprecated = true]; reserved 5, 7 to 9, 20 to max; reserved "E2"; }
+}
+extend google.protobuf.FieldOptions {
+  optional string tag = 50001;
+  optional group Meta = 50002 { optional int32 v = 1; }
+}
+]])
+    f:close()
+    local got = {}
+    for _, sym in ipairs { "g.M", "g.tag", "g.meta", "g.M.here", "g.M.E1", "g.M.E.E1", "g.M.pick", "g.M.item" } do
+      got[sym] = { run(BIN .. " describe -I " .. dir .. " -proto g.proto " .. sym) }
+    end
+    local out, err, code = run(BIN .. " describe -proto google/api/annotations.proto google.api.http")
+    os.execute("rm -rf " .. dir)
+    for sym, r in pairs(got) do assert.are.equal(0, r[3], sym .. ": " .. r[2]) end
+    assert.are.equal(table.concat({
+      "g.M is a message:",
+      "message M {",
+      "  optional group Item = 1 [deprecated = true] {",
+      "    required int32 id = 2;",
+      "  }",
+      "  oneof pick {",
+      "    string a = 6;",
+      "    group Alt = 7 {",
+      "      optional bool on = 8;",
+      "    }",
+      "  }",
+      "  enum E {",
+      "    E0 = 0;",
+      "    E1 = 1 [deprecated = true];",
+      "    reserved 5, 7 to 9, 20 to max;",
+      '    reserved "E2";',
+      "  }",
+      "  extensions 50 to 60;",
+      "  reserved 10, 12 to 14, 100 to max;",
+      '  reserved "old", "gone";',
+      "  extend .g.M {",
+      "    optional int32 here = 50;",
+      "  }",
+      "}", "" }, "\n"), got["g.M"][1])
+    assert.are.equal(
+      "g.tag is an extension:\nextend .google.protobuf.FieldOptions {\n  optional string tag = 50001;\n}\n",
+      got["g.tag"][1])
+    assert.are.equal("g.meta is a group field:\nextend .google.protobuf.FieldOptions {\n"
+      .. "  optional group Meta = 50002 {\n    optional int32 v = 1;\n  }\n}\n", got["g.meta"][1])
+    assert.are.equal("g.M.here is an extension:\nextend .g.M {\n  optional int32 here = 50;\n}\n", got["g.M.here"][1])
+    assert.are.equal("g.M.E1 is an enum value:\nE1 = 1 [deprecated = true];\n", got["g.M.E1"][1])
+    assert.are.equal("g.M.E.E1 is an enum value:\nE1 = 1 [deprecated = true];\n", got["g.M.E.E1"][1])
+    assert.are.equal("g.M.pick is a one-of:\noneof pick {\n  string a = 6;\n  group Alt = 7 {\n"
+      .. "    optional bool on = 8;\n  }\n}\n", got["g.M.pick"][1])
+    assert.are.equal("g.M.item is a group field:\noptional group Item = 1 [deprecated = true] {\n"
+      .. "  required int32 id = 2;\n}\n", got["g.M.item"][1])
+    assert.are.equal(0, code, err)
+    assert.are.equal("google.api.http is an extension:\nextend .google.protobuf.MethodOptions {\n"
+      .. "  .google.api.HttpRule http = 72295728;\n}\n", out)
+  end)
+
   -- A file that sets options of every kind, in a new folder: the folder.
   local OPTIONS_PROTO = [[
 syntax = "proto3";
@@ -880,16 +967,40 @@ service S {
       { name = "hd.proto" }))
     local fd = pool:file_descriptor("hd.proto")
     -- not as protoc writes them: a raw quote and line break in the bytes
-    -- default (protoc C-escapes it), bytes past ASCII in the string's
-    fd.message_type[1].field[1].default_value = 'a"]; x\nmessage Fake {\\0\\101\\x42'
+    -- default (protoc C-escapes it), bytes past ASCII in the string's;
+    -- escapes read as protoc 3.21 reads them: `\x` without a hex digit and
+    -- `\q` stand for nothing, `\x414` for its low 8 bits
+    fd.message_type[1].field[1].default_value = 'a"]; x\nmessage Fake {\\0\\101\\x42\\x\\q\\x414\\'
     fd.message_type[1].field[2].default_value = "caf\195\169 \255"
     local set = write_tmp(pc.encode(pool:type("google.protobuf.FileDescriptorSet") { file = { fd } }))
     local out, err, code = run(BIN .. " describe -protoset " .. set .. " hd.M")
     os.remove(set)
     assert.are.equal(0, code, err)
     assert.are.equal('hd.M is a message:\nmessage M {\n'
-      .. '  optional bytes b = 1 [default = "a\\"]; x\\nmessage Fake {\\000AB"];\n'
+      .. '  optional bytes b = 1 [default = "a\\"]; x\\nmessage Fake {\\000AB\\024"];\n'
       .. '  optional string s = 2 [default = "caf\\303\\251 \\377"];\n}\n', out)
+  end)
+
+  it("quotes a descriptor set's default that does not parse escaped, a line break and all", function()
+    local pc = require "protocall"
+    local pool = pc.pool()
+    assert(pool:load('syntax = "proto2"; package bd; enum E { A = 0; } message M { optional int32 i = 1; '
+      .. "optional E e = 2; }", { name = "bd.proto" }))
+    local got = {}
+    for i = 1, 2 do
+      local fd = pool:file_descriptor("bd.proto")
+      fd.message_type[1].field[i].default_value = "1x\nmessage Fake {\27[31m"
+      local set = write_tmp(pc.encode(pool:type("google.protobuf.FileDescriptorSet") { file = { fd } }))
+      got[i] = { run(BIN .. " describe -protoset " .. set .. " bd.M") }
+      os.remove(set)
+      got[i].set = set
+    end
+    assert.are.equal(1, got[1][3])
+    assert.are.equal("protocall describe: " .. got[1].set .. ': bd.M.i: bad default value "1x\\10message Fake '
+      .. '{\\27[31m"\n', got[1][2])
+    assert.are.equal(1, got[2][3])
+    assert.are.equal("protocall describe: " .. got[2].set .. ': bd.M.e: default "1x\\10message Fake {\\27[31m" '
+      .. "is not a value of the enum\n", got[2][2])
   end)
 
   it("prints an option whose extension the schema lacks by its number", function()
@@ -1158,6 +1269,12 @@ describe("protocall list, describe and call by server reflection", function()
     assert.are.equal(1, code)
     assert.are.equal("", out)
     assert.are.equal("protocall call: Service not found: faults.Request\n", err)
+    -- a service without a method: said so, with its methods (was "Service not found: faults")
+    out, err, code = cli("call -plaintext TARGET faults.Talk")
+    assert.are.equal(2, code)
+    assert.are.equal("", out)
+    assert.matches("^protocall call: 'faults.Talk' is a service: pkg.Service/Method expected %(its methods: Chat%)\n",
+      err)
   end)
 
   it("falls back to v1alpha, and says so when the server has no reflection", function()
@@ -1252,7 +1369,8 @@ describe("protocall call connection flags", function()
     out, err, code = call("TARGET faults.Faults")
     assert.are.equal(2, code)
     assert.are.equal("", out)
-    assert.matches("^protocall call: 'faults.Faults' is a service: pkg.Service/Method expected\n", err)
+    assert.matches("^protocall call: 'faults.Faults' is a service: pkg.Service/Method expected %(its methods: Echo, "
+      .. "FailThenSucceed, .*, Record%)\n", err)
     out, err, code = call([[-retry '{' TARGET faults.Faults/Echo]])
     assert.are.equal(1, code)
     assert.are.equal("", out)
@@ -1364,6 +1482,22 @@ describe("protocall call connection flags", function()
       assert.are.equal(1, code, err)
       assert.are.equal("", out)
       assert.are.equal("protocall call: -key '/dev/null': not a PEM key\n", err)
+      -- a FIFO (named pipe) no one writes to: refused, not waited for (`timeout`: a hang fails the spec)
+      local fifo = dir .. "/ca.fifo"
+      assert.is_true(os.execute("rm -f " .. fifo .. " && mkfifo " .. fifo))
+      for _, c in ipairs {
+        { "call -cacert " .. fifo .. " 127.0.0.1:" .. tls.port .. " faults.Faults/Echo", "call: -cacert" },
+        { "call -insecure -cert " .. fifo .. " -key " .. fifo .. " 127.0.0.1:1 faults.Faults/Echo", "call: -cert" },
+        { "serve -cert " .. fifo .. " -key " .. fifo .. " examples/route_services.lua", "serve: -cert" },
+        { "gateway -listen-cert " .. fifo .. " -listen-key " .. fifo .. " 127.0.0.1:1", "gateway: -listen-cert" },
+      } do
+        out, err, code = run("timeout 20 " .. BIN .. " " .. c[1])
+        assert.are.equal(1, code, c[1] .. ": " .. err)
+        assert.are.equal("", out)
+        assert.are.equal("protocall " .. c[2] .. " '" .. fifo .. "': cannot be read: a FIFO (named pipe), not a "
+          .. "regular file\n", err)
+      end
+      os.remove(fifo)
     end)
 
     it("sends a client certificate with -cert and -key", function()
@@ -1426,7 +1560,7 @@ describe("protocall serve", function()
 syntax = "proto3";
 package d;
 import "google/api/annotations.proto";
-message P { int32 x = 1 [deprecated = true, json_name = "xx"]; }
+message P { int32 x = 1 [deprecated = true, json_name = "xx"]; oneof o { int32 a = 2; } }
 enum E { E0 = 0; E1 = 1 [deprecated = true]; }
 service S { rpc M(P) returns (P) { option (google.api.http) = { get: "/v1/p/{x}" }; option deprecated = true; } }
 ]])
@@ -1440,19 +1574,25 @@ return { ["d.S"] = { M = function(p) return p end } }
     f:close()
     local port, pid = serve("-listen 127.0.0.1:0 " .. dir .. "/s.lua")
     local got, want = {}, {}
-    for _, sym in ipairs { "d.S", "d.P", "d.E" } do
+    -- (the extension, enum values and oneof too, which the server may know
+    -- by their parent only)
+    local syms = { "d.S", "d.P", "d.E", "d.E.E1", "d.E1", "d.P.o", "google.api.http" }
+    for _, sym in ipairs(syms) do
       got[sym] = { run(BIN .. " describe -plaintext 127.0.0.1:" .. port .. " " .. sym) }
       want[sym] = run(BIN .. " describe -I " .. dir .. " -proto d.proto " .. sym)
     end
     os.execute("kill " .. pid)
     os.execute("rm -rf " .. dir)
-    for _, sym in ipairs { "d.S", "d.P", "d.E" } do
+    for _, sym in ipairs(syms) do
       assert.are.equal(0, got[sym][3], got[sym][2])
       assert.are.equal(want[sym], got[sym][1])
     end
     assert.matches('    option (.google.api.http) = { get: "/v1/p/{x}" };\n', got["d.S"][1], 1, true)
     assert.matches('  int32 x = 1 [json_name = "xx", deprecated = true];\n', got["d.P"][1], 1, true)
     assert.matches("  E1 = 1 [deprecated = true];\n", got["d.E"][1], 1, true)
+    assert.are.equal("d.E.E1 is an enum value:\nE1 = 1 [deprecated = true];\n", got["d.E.E1"][1])
+    assert.are.equal("d.P.o is a one-of:\noneof o {\n  int32 a = 2;\n}\n", got["d.P.o"][1])
+    assert.matches("^google.api.http is an extension:\n", got["google.api.http"][1])
   end)
 
   it("serves the services a script returns, with health and reflection on", function()
@@ -1646,6 +1786,9 @@ return { ["d.S"] = { M = function(p) return p end } }
     -- standard input stays open, empty: the deadline ends the call
     local h = fed("call -plaintext -max-time 1 -d @ 127.0.0.1:" .. port .. " demo.Router/Follow", { "" })
     local h2 = fed("call -plaintext -max-time 1 -d @ 127.0.0.1:" .. port .. " demo.Router/Record", { "{}" })
+    -- a unary or server-streaming call reads its one document first: by the deadline too
+    local h3 = fed("call -plaintext -max-time 1 -d @ 127.0.0.1:" .. port .. " demo.Router/Measure", { "{" })
+    local h4 = fed("call -plaintext -max-time 1 -d @ 127.0.0.1:" .. port .. " demo.Router/Walk", { "" })
     local ok, e = pcall(function()
       assert.are.equal(64 + 4, h.status(), "the call did not end at its deadline")
       assert.are.equal("", h.read("out"))
@@ -1653,9 +1796,17 @@ return { ["d.S"] = { M = function(p) return p end } }
       assert.are.equal(64 + 4, h2.status(), "the call did not end at its deadline")
       assert.are.equal("", h2.read("out"))
       assert.matches("^ERROR: code = DEADLINE_EXCEEDED, message = ", h2.read("err"))
+      for _, fe in ipairs { h3, h4 } do
+        assert.are.equal(64 + 4, fe.status(), "the wait for standard input did not end at the deadline")
+        assert.are.equal("", fe.read("out"))
+        assert.are.equal("ERROR: code = DEADLINE_EXCEEDED, message = deadline exceeded waiting for standard input "
+          .. "(-max-time 1)\n", fe.read("err"))
+      end
     end)
     h.close()
     h2.close()
+    h3.close()
+    h4.close()
     os.execute("kill " .. pid)
     assert(ok, e)
   end)

@@ -197,6 +197,12 @@ describe("protocall.http.web", function()
           .. "a transport with wait_for_ready waits for it)" })
     assert.are.equal("upstream connect error: name not resolved", E { code = "UNAVAILABLE", unsent = true,
       message = "resolve backend.internal: Name or service not known" })
+    -- the whole message, as nginx's gateway logs it: the same advice replaced, nothing else
+    assert.are.equal("connect to 10.0.0.5:50051: Connection refused (reconnection backoff: the next attempt in "
+      .. "0.97 s; calls fail at once until then)", web.gateway_words("connect to 10.0.0.5:50051: Connection "
+        .. "refused (reconnection backoff: the next attempt in 0.97 s; a transport with wait_for_ready waits for it)"))
+    assert.are.equal("connect to 10.0.0.5:50051: Connection refused",
+      web.gateway_words("connect to 10.0.0.5:50051: Connection refused"))
     -- nginx's cosocket without a `resolver`, or its resolver failing (a DNS server's refusal inside)
     assert.are.equal("upstream connect error: name not resolved", E { code = "UNAVAILABLE", unsent = true,
       message = 'connect to localhost:50071: no resolver defined to resolve "localhost"' })
@@ -209,8 +215,11 @@ describe("protocall.http.web", function()
       message = "TLS handshake with backend.internal:443: connection closed (is it a TLS port?)" })
     assert.are.equal("upstream connect error: connection timed out", E { code = "UNAVAILABLE", unsent = true,
       message = "connect to 10.0.0.5:50051: timed out after 20 s" })
-    assert.are.equal("upstream connect error: connection failure", E { code = "UNAVAILABLE", unsent = true,
-      message = "connect to unix:/run/refused.sock: No such file or directory" })
+    -- a unix: socket that is not there: named as the cause, as "connection refused" is
+    assert.are.equal("upstream connect error: no such socket file", E { code = "UNAVAILABLE", unsent = true,
+      message = "connect to unix:/run/missing.sock: No such file or directory" })
+    assert.are.equal("upstream connect error: connection refused", E { code = "UNAVAILABLE", unsent = true,
+      message = "connect to unix:/run/refused.sock: Connection refused" })
     -- written, then the connection failed: the attempt's own failure, or lost
     assert.are.equal("upstream connect error: no HTTP/2 from the upstream", E { code = "UNAVAILABLE", lost = true,
       message = "connect to 10.0.0.5:50051: no HTTP/2 SETTINGS from the server within 20 s" })

@@ -203,6 +203,24 @@ describe("loading files", function()
     assert(other:load_descriptor_set(bytes))
   end)
 
+  it("reads a descriptor set's bytes defaults as protoc 3.21 reads them, whatever escapes they hold", function()
+    -- (what protoc --descriptor_set_in=x --descriptor_set_out=y writes back
+    -- for each: hex of any length keeps its low 8 bits; an unknown escape,
+    -- "\x" without a hex digit and a '\' at the end stand for nothing)
+    local cases = { { "\\x", "" }, { "\\xg", "g" }, { "a\\xZb", "aZb" }, { "\\x414", "\20" }, { "\\q", "" },
+      { "end\\", "end" }, { "\\1234", "S4" }, { "\\X41", "A" }, { "\\'\\\"\\?\\\\", "'\"?\\" } }
+    local pool = pc.pool()
+    local src = 'syntax = "proto2"; package bd; message M {'
+    for i = 1, #cases do src = src .. " optional bytes b" .. i .. " = " .. i .. ";" end
+    assert(pool:load(src .. " }", { name = "bd.proto" }))
+    local fd = pool:file_descriptor("bd.proto")
+    for i, c in ipairs(cases) do fd.message_type[1].field[i].default_value = c[1] end
+    local other = pc.pool()
+    assert(other:load_descriptor_set(pc.encode(pool:type("google.protobuf.FileDescriptorSet") { file = { fd } })))
+    local m = other:type("bd.M")()
+    for i, c in ipairs(cases) do assert.are.equal(c[2], m["b" .. i], c[1]) end
+  end)
+
   it("names a built-in file read from disk by its import name, so an import of it finds it", function()
     -- it was named by its path: an import of the same file then defined every type twice
     local dir = os.tmpname()

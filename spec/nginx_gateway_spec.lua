@@ -373,6 +373,12 @@ describe("protocall.resty.gateway inside nginx", function()
     local log = read(nginx.prefix .. "/logs/error.log") or ""
     local said = "protocall.resty.gateway: down: upstream call failed: UNAVAILABLE: connect to 127.0.0.1:1: "
     assert.truthy(log:find(said, 1, true), log:sub(-4000))
+    -- the calls after the first met the channel's reconnection backoff: its
+    -- timing is logged, not its advice for pc.grpc's wait_for_ready, an
+    -- option no route sets
+    assert.truthy(log:find(said .. "[^\n]*%(reconnection backoff: the next attempt in [%d.]+ s; "
+      .. "calls fail at once until then%)"), log:sub(-4000))
+    assert.is_nil(log:find("wait_for_ready", 1, true), log:sub(-4000))
   end)
 
   it("an upstream connection lost under the call: 503 'upstream connection lost', its address in the log only",
@@ -485,11 +491,11 @@ describe("protocall.resty.gateway inside nginx", function()
     assert.are.equal(before, calls(nginx))
   end)
 
-  it("a validate rule failing to evaluate is 500 INTERNAL as google.rpc.Status, not nginx's page", function()
+  it("a validate rule failing to evaluate is 400 INVALID_ARGUMENT as google.rpc.Status, not nginx's page", function()
     local code, body, h = request(nginx, "/rulefail/do", { body = '{"x":0}' })
-    assert.are.equal(500, code, body)
+    assert.are.equal(400, code, body)
     assert.are.equal("application/json", h["content-type"])
-    assert.truthy(body:find('^{"code":13,"message":"validate: x: div: [^"]*division by zero","details":%[%]}$'), body)
+    assert.truthy(body:find('^{"code":3,"message":"validate: x: div: [^"]*division by zero","details":%[%]}$'), body)
   end)
 
   it("a body announced over the limit is refused 413 before it is read", function()

@@ -172,6 +172,10 @@ describe("proto2 required fields", function()
     assert.is_true(pc.is_initialized(Plain { next = { next = {} } }))
     assert.is_true(pc.is_initialized(Req { name = "n", must = { id = 1 } }.must))
     assert.is_false(pc.is_initialized(Req { inner = {} }.inner))
+    -- the words of pc.encode's error when one is missing, nothing more when none is
+    assert.are.equal(select(2, pcall(pc.encode, Req { must = {} })), select(2, pc.is_initialized(Req { must = {} })))
+    assert.matches("^missing required fields: ", select(2, pc.is_initialized(Req { must = {} })))
+    assert.are.equal(1, select("#", pc.is_initialized(Plain {})))
     assert.are.equal("bad argument #1 to 'is_initialized' (message expected, got number)",
       select(2, pcall(pc.is_initialized, 5)))
   end)

@@ -748,7 +748,7 @@ describe("validate = true", function()
     assert.are.equal(2, made) -- w.proto imports no rules: read straight to bytes
   end)
 
-  it("fails INTERNAL, with a Status body, when a rule fails to evaluate", function()
+  it("fails INVALID_ARGUMENT, with a Status body, when a rule fails to evaluate", function()
     local dpool = pc.pool()
     assert(dpool:load([[
       syntax = "proto3";
@@ -767,16 +767,16 @@ describe("validate = true", function()
     local msg, err = vtc:request(r, b, q, '{"x":0}')
     assert.is_nil(msg)
     assert.are.equal(pc.Error, getmetatable(err))
-    assert.are.equal("INTERNAL", err.code)
+    assert.are.equal("INVALID_ARGUMENT", err.code)
     assert.truthy(err.message:find("^validate: "), err.message)
     local code, json = vtc:error(err)
-    assert.are.equal(500, code)
-    assert.truthy(json:find('^{"code":13,"message":"validate: '), json)
+    assert.are.equal(400, code)
+    assert.truthy(json:find('^{"code":3,"message":"validate: [^"]*division by zero","details":%[%]}$'), json)
     r, b, q = assert(vtc:match("POST", "/up"))
     local msgs
     msgs, err = vtc:requests(r, b, q, '{"x":1}\n{"x":0}\n')
     assert.is_nil(msgs)
-    assert.are.equal("INTERNAL", err.code)
+    assert.are.equal("INVALID_ARGUMENT", err.code)
     assert.truthy(err.message:find("^line 2: validate: "), err.message)
   end)
 

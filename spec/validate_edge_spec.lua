@@ -164,7 +164,7 @@ describe("validation of hostile requests", function()
     local M = q:type("big16.M")
     local big = string.rep("a", 17e6)
     -- 17 MB read once is 1,062,500 steps, past the default budget of 1,000,000: "validate: s:
-    -- short: 1:1: evaluation limit reached: steps" (a server's INTERNAL); protovalidate-es
+    -- short: 1:1: evaluation limit reached: steps" (a server's INVALID_ARGUMENT); protovalidate-es
     -- (no budget) says "size(this) < 5" returned false
     assert.are.same({ { field = "s", rule = "short", message = '"size(this) < 5" returned false' } },
       pc.validate(M { s = big }))
@@ -193,7 +193,7 @@ describe("validation of hostile requests", function()
     local any = Any { type_url = "type.googleapis.com/no.Such", value = "\8\1" }
     -- CEL reads an Any as the message it holds: protovalidate-es fails "invalid Any or
     -- type.googleapis.com/no.Such not found in registry", protovalidate-go (cel-go) fails to
-    -- unpack it; a server refuses the request INTERNAL with this text
+    -- unpack it; a server refuses the request INVALID_ARGUMENT with this text
     assert.has_error(function() pc.validate(M { a = any }) end,
       "validate: a: google.protobuf.Any holds no.Such, a type the schema lacks")
     -- any.in and any.not_in read the type URL only, and a message without rules is not unpacked

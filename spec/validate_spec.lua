@@ -340,7 +340,7 @@ describe("validate = true at the edge", function()
     assert.are.equal("INVALID_ARGUMENT", err.code)
   end)
 
-  it("a server fails a request whose rule fails to evaluate INTERNAL \"validate: ...\"", function()
+  it("a server refuses a request whose rule fails to evaluate INVALID_ARGUMENT, as connect-go does", function()
     local q = pc.pool()
     assert(q:load([[
       syntax = "proto3";
@@ -354,8 +354,31 @@ describe("validate = true at the edge", function()
     assert.are.equal(5, client:Do({ x = 5 }).x)
     local ok, err = pcall(client.Do, client, { x = 0 })
     assert.is_false(ok)
-    assert.are.equal("INTERNAL", err.code)
+    assert.are.equal("INVALID_ARGUMENT", err.code)
+    assert.truthy(err.message:find("^validate: x: div: [^\n]*division by zero$"), err.message)
+    assert.is_nil(err.details)
+    -- pc.client's own `validate` refuses it so too, before sending
+    local vclient = pc.client("div.S", { transport = pc.inproc(server), pool = q, validate = true })
+    ok, err = pcall(vclient.Do, vclient, { x = 0 })
+    assert.is_false(ok)
+    assert.are.equal("INVALID_ARGUMENT", err.code)
+    assert.is_true(err["local"])
     assert.truthy(err.message:find("^validate: x: div: "), err.message)
+    -- a rule that does not compile is the server's fault: INTERNAL
+    local b = pc.pool()
+    assert(b:load([[
+      syntax = "proto3";
+      package badrule;
+      import "buf/validate/validate.proto";
+      message Req { int32 x = 1 [(buf.validate.field).cel = {id: "bad", expression: "this +"}]; }
+      service S { rpc Do (Req) returns (Req); }
+    ]], { name = "badrule.proto" }))
+    local bserver = pc.server({ ["badrule.S"] = { Do = function(req) return req end } }, { pool = b, validate = true })
+    local bclient = pc.client("badrule.S", { transport = pc.inproc(bserver), pool = b })
+    ok, err = pcall(bclient.Do, bclient, { x = 1 })
+    assert.is_false(ok)
+    assert.are.equal("INTERNAL", err.code)
+    assert.truthy(err.message:find("^validate: failed to compile bad: "), err.message)
   end)
 
   it("a client refuses to send an invalid request", function()

@@ -24,6 +24,7 @@
 #include <net/if.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define CHANNEL_MT  "protocall.GrpcChannel"
@@ -1016,6 +1017,29 @@ static int lpc_if_index(lua_State *L) {
   return 1;
 }
 
+/* -- kind | nil, why = core.file_kind(path)
+ * What 'path' names, its symbolic links followed (stat(2)), without opening
+ * it (opening a FIFO waits for a writer): "file", "directory", "fifo",
+ * "character device", "block device" or "other" (a socket, say); nil and
+ * strerror's text when stat fails ("No such file or directory"). */
+static int lpc_file_kind(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    lua_pushnil(L);
+    lua_pushstring(L, strerror(errno));
+    return 2;
+  }
+  const char *kind = S_ISREG(st.st_mode)    ? "file"
+                     : S_ISDIR(st.st_mode)  ? "directory"
+                     : S_ISFIFO(st.st_mode) ? "fifo"
+                     : S_ISCHR(st.st_mode)  ? "character device"
+                     : S_ISBLK(st.st_mode)  ? "block device"
+                                            : "other";
+  lua_pushstring(L, kind);
+  return 1;
+}
+
 /* -- bytes | "" | nil [, message] = core.read_ready(fd [, max])
  * What descriptor 'fd' (an integer; 0 is standard input) holds now, read
  * without waiting: up to 'max' bytes (default 65536, at most 16 MiB), ""
@@ -1369,6 +1393,7 @@ void lpc_open_net(lua_State *L) {
                                    {"grpc_poll_fds", lpc_grpc_poll_fds},
                                    {"read_ready", lpc_read_ready},
                                    {"if_index", lpc_if_index},
+                                   {"file_kind", lpc_file_kind},
                                    {"resolve", lpc_resolve},
                                    {"resolver", lpc_resolver_new},
                                    {"grpc_timeout", lpc_grpc_timeout},

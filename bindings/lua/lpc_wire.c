@@ -423,13 +423,22 @@ static void load_builtin_imports(lua_State *L, pc_Pool *pool, const char *bytes,
   lua_pop(L, 1); /* the arena, to the collector */
 }
 
-/* -- ok = pc.is_initialized(m)   (lua/protocall/wire.lua) */
+/* -- ok [, why] = pc.is_initialized(m)   (lua/protocall/wire.lua) */
 static int lpc_codec_is_initialized(lua_State *L) {
   const pc_MessageDef *def;
   pc_Message *msg = lpc_to_message(L, 1, &def);
   if (msg == NULL) lpc_arg_type_error(L, 1, "is_initialized", "message");
-  lua_pushboolean(L, pc_Message_CheckRequired(msg, def, NULL) == 0);
-  return 1;
+  if (pc_Message_CheckRequired(msg, def, NULL) == 0) {
+    lua_pushboolean(L, 1);
+    return 1;
+  }
+  /* the words only once a field is known missing: a second walk */
+  pc_Error err;
+  pc_Error_Init(&err);
+  pc_Message_CheckRequired(msg, def, &err);
+  lua_pushboolean(L, 0);
+  lua_pushstring(L, err.msg);
+  return 2;
 }
 
 static int lpc_codec_load_descriptor_set(lua_State *L) {

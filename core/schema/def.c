@@ -610,16 +610,22 @@ static void *find_type(Builder *b, const char *name, int *kind) {
   return NULL;
 }
 
+/* A bytes default's C-escaped text (descriptor.proto's default_value) read
+ * as protoc 3.21 reads it (UnescapeCEscapeSequences): octal of up to three
+ * digits, hex of any number of digits (the low 8 bits kept); an escape it
+ * does not know ("\\q", "\\x" without a hex digit, a '\\' at the end)
+ * stands for nothing. */
 static int unescape_bytes(Builder *b, const char *s, pc_DefaultValue *out) {
   size_t n = strlen(s);
   char *r = pc_Arena_Malloc(b->a, n + 1);
   if (r == NULL) return oom(b);
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
-    if (s[i] != '\\' || i + 1 == n) {
+    if (s[i] != '\\') {
       r[k++] = s[i];
       continue;
     }
+    if (i + 1 == n) break; /* a '\\' at the end stands for nothing */
     char c = s[++i];
     switch (c) {
     case 'n': r[k++] = '\n'; break;
@@ -629,16 +635,21 @@ static int unescape_bytes(Builder *b, const char *s, pc_DefaultValue *out) {
     case 'b': r[k++] = '\b'; break;
     case 'f': r[k++] = '\f'; break;
     case 'v': r[k++] = '\v'; break;
-    case 'x': {
+    case '\\':
+    case '?':
+    case '\'':
+    case '"': r[k++] = c; break;
+    case 'x':
+    case 'X': {
       int v = 0, digits = 0;
-      while (digits < 2 && i + 1 < n &&
+      while (i + 1 < n &&
              ((s[i + 1] >= '0' && s[i + 1] <= '9') || (s[i + 1] >= 'a' && s[i + 1] <= 'f') ||
               (s[i + 1] >= 'A' && s[i + 1] <= 'F'))) {
         char h = s[++i];
-        v = v * 16 + (h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10);
+        v = (v * 16 + (h <= '9' ? h - '0' : (h | 0x20) - 'a' + 10)) & 0xFF; /* the low 8 bits */
         digits++;
       }
-      r[k++] = (char)v;
+      if (digits > 0) r[k++] = (char)v; /* "\\x" without a hex digit stands for nothing */
       break;
     }
     default:
@@ -649,9 +660,7 @@ static int unescape_bytes(Builder *b, const char *s, pc_DefaultValue *out) {
           digits++;
         }
         r[k++] = (char)v;
-      } else {
-        r[k++] = c;
-      }
+      } /* an escape protoc does not know stands for nothing */
     }
   }
   r[k] = '\0';
@@ -660,9 +669,22 @@ static int unescape_bytes(Builder *b, const char *s, pc_DefaultValue *out) {
   return 1;
 }
 
+/* A default's text quoted for an error message (a descriptor set's line
+ * break or a terminal's control byte escaped, a long one cut), in 'buf'. */
+#define DEFAULT_ROOM 80
+static const char *quoted(char buf[DEFAULT_ROOM], const char *text) {
+  buf[0] = '"';
+  pc_Error_Quote(buf + 1, DEFAULT_ROOM - 2, text, strlen(text), kPc_Quote_Lua);
+  size_t n = strlen(buf);
+  buf[n] = '"';
+  buf[n + 1] = '\0';
+  return buf;
+}
+
 /* 'len': the bytes of a string default holding NUL bytes, else 0. */
 static int parse_default(Builder *b, pc_FieldDef *f, const char *text, size_t len) {
   pc_DefaultValue *v = &f->default_value;
+  char shown_default[DEFAULT_ROOM];
   if (len != 0 && f->type != kPc_Type_String) /* only a string's text may hold a NUL byte */
     return fail(b, "%s: default holds a NUL byte%s", f->full_name, "");
   char *end = NULL;
@@ -733,7 +755,8 @@ static int parse_default(Builder *b, pc_FieldDef *f, const char *text, size_t le
   case kPc_Type_Enum: {
     const pc_EnumValueDef *ev = pc_EnumDef_FindByName(f->enumdef, text, strlen(text));
     if (ev == NULL)
-      return fail(b, "%s: default '%s' is not a value of the enum", f->full_name, text);
+      return fail(b, "%s: default %s is not a value of the enum", f->full_name,
+                  quoted(shown_default, text));
     v->i32 = ev->number;
     return 1;
   }
@@ -741,7 +764,7 @@ static int parse_default(Builder *b, pc_FieldDef *f, const char *text, size_t le
     return fail(b, "%s: a %s field cannot have a default", f->full_name,
                 pc_FieldType_Name(f->type));
   }
-  return fail(b, "%s: bad default value '%s'", f->full_name, text);
+  return fail(b, "%s: bad default value %s", f->full_name, quoted(shown_default, text));
 }
 
 /* Fills one field (regular or extension) from its description. */

@@ -122,12 +122,21 @@ end
 -- `validate = true` option of pc.server and pc.client answer with), but
 -- of the first REFUSAL_VIOLATIONS (100) violations at most: past those the
 -- validation stops and the message says "and at least 100 more
--- violations".
+-- violations". A rule that fails to evaluate on `m` (a division by zero, a
+-- bad pattern from the message, an evaluation limit) refuses it too:
+-- INVALID_ARGUMENT "validate: x: div: 1:5: division by zero", no details,
+-- as connect-go's validate interceptor answers protovalidate's runtime
+-- error. Raises "validate: ..." on a rule that does not compile.
 function M.refusal(m)
   -- true when valid: no list made
-  local list, more = validate_core(m, false, true, false, REFUSAL_VIOLATIONS)
+  local list, more, kind = validate_core(m, false, true, false, REFUSAL_VIOLATIONS)
   if list == true then return nil end
-  if not list then error("validate: " .. more, 2) end
+  if not list then
+    if kind == "runtime" then
+      return errors.status("INVALID_ARGUMENT", "validate: " .. more, { ["local"] = true })
+    end
+    error("validate: " .. more, 2)
+  end
   local br = bad_request(list)
   return errors.status("INVALID_ARGUMENT", "validation failed: " .. describe(list, more),
     { violations = list, ["local"] = true, details = br and { br } or nil })

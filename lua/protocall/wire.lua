@@ -50,10 +50,11 @@ M.encode = core.encode
 -- four raises: "bad argument #3 to 'decode' (unknown option 'tabel')".
 M.decode = core.decode
 
---- ok = pc.is_initialized(m): whether every proto2 required field of m
--- and of the messages it holds is set (what pc.encode checks); a type
--- without required fields is always initialized. Raises on a
--- non-message.
+--- ok [, why] = pc.is_initialized(m): whether every proto2 required field
+-- of m and of the messages it holds is set (what pc.encode checks); a type
+-- without required fields is always initialized. When one is not, `why`
+-- names them as pc.encode's error does ("missing required fields:
+-- r.Req.inner.id, r.Req.name"). Raises on a non-message.
 M.is_initialized = core.is_initialized
 
 return M

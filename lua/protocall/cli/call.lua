@@ -6,7 +6,7 @@ local service_config = require "protocall.rpc.service_config"
 
 local pairs, ipairs, tostring, pcall, getmetatable, setmetatable =
   pairs, ipairs, tostring, pcall, getmetatable, setmetatable
-local format = string.format
+local format, concat = string.format, table.concat
 local shown = require("protocall.internal").show
 local stdout, stderr = common.stdout, common.stderr
 local usage_error, fail, check_format, has_schema, load_schemas, read_input, write_message, json_documents =
@@ -54,7 +54,7 @@ M.call = {
           "({\"maxAttempts\": 3, \"initialBackoff\": \"0.1s\", \"maxBackoff\": \"1s\",\n" ..
           "\"backoffMultiplier\": 2, \"retryableStatusCodes\": [\"UNAVAILABLE\"]}) or a whole\n" ..
           "service config. -v prints the response headers, trailers and timing to stderr.\n" ..
-          "-max-time is the call's deadline (0: none, as without it), a stream's wait for\n" ..
+          "-max-time is the call's deadline (0: none, as without it), the wait for\n" ..
           "standard input included.\n" ..
           "-connect-timeout bounds connecting, TLS and the server's SETTINGS: UNAVAILABLE past it.\n" ..
           "-protocol picks the protocol over HTTP/2 (as buf curl's): grpc (the default),\n" ..
@@ -145,11 +145,17 @@ local function retry_config(json)
   return { methodConfig = { { name = { {} }, retryPolicy = t } } }, false
 end
 
--- A pool of the server's files defining `service`, by reflection; or nil
--- and the exit status.
-local function reflection_pool(flags, transport, service)
+-- A pool of the server's files defining `service`, by reflection (or,
+-- when the server has none, `whole`, the method argument, when it names a
+-- service: the caller says so); or nil and the exit status.
+local function reflection_pool(flags, transport, service, whole)
   return with_reflection(flags, transport, function(r)
-    r.symbol(service)
+    local ok, err = pcall(r.symbol, service)
+    -- (a server may know a package, "pkg" of "pkg.Service", as a symbol)
+    if not (ok and r.pool:service(service)) and pcall(r.symbol, whole) and r.pool:service(whole) then
+      return r.pool
+    end
+    if not ok then error(err, 0) end
     return r.pool
   end, "protocall call: Service not found: " .. service, "call")
 end
@@ -184,6 +190,24 @@ local function stdin_requests(T, stopped)
   end
 end
 
+-- Standard input whole, read by `deadline` (pc.now()'s clock): nil when
+-- it has not ended by then (-max-time of a call that reads one document).
+local function stdin_by(deadline)
+  local parts = {}
+  while true do
+    local chunk, why = read_ready(0)
+    if why then fail("standard input: " .. why) end
+    if chunk == nil then return concat(parts) end
+    if chunk ~= "" then
+      parts[#parts + 1] = chunk
+    elseif pc.now() >= deadline then
+      return nil
+    else
+      pc.sleep(STDIN_POLL)
+    end
+  end
+end
+
 function M.call.run(flags, args)
   local fmt = check_format("call", flags, { "json", "text" })
   if #args ~= 2 then usage_error("call", "TARGET and pkg.Service/Method expected") end
@@ -205,34 +229,50 @@ function M.call.run(flags, args)
   else
     transport = connect(flags, target, "call")
     local status
-    pool, status = reflection_pool(flags, transport, service)
+    pool, status = reflection_pool(flags, transport, service, (method:gsub("^/", "")))
     if not pool then return status end
   end
   local info = pool:service(service)
-  if not info and pool:service(method) then
-    usage_error("call", "'" .. method .. "' is a service: pkg.Service/Method expected")
+  local whole = method:gsub("^/", "")
+  local named = pool:service(whole)
+  if not info and named then -- a service named, a method needed
+    local names = {}
+    for i, m in ipairs(named.methods) do names[i] = m.name end
+    usage_error("call", format("'%s' is a service: pkg.Service/Method expected (its methods: %s)", whole,
+      #names > 0 and concat(names, ", ") or "none"))
   end
   if not info then fail("Service not found: " .. service) end
   local m = info.methods[name]
   if not m then fail(service .. " has no method '" .. name .. "'") end
   local data = flags.d
+  local max_time = flags["max-time"] and flags["max-time"] > 0 and flags["max-time"] or nil -- 0: no limit
+  local deadline = max_time and pc.now() + max_time
   -- A stream's requests from standard input go as they come, the call
-  -- started (stdin_requests); the other shapes, and files, are read whole.
-  local from_stdin = m.client_streaming and (data == "@" or data == "@-")
+  -- started (stdin_requests); the other shapes, and files, are read whole,
+  -- standard input by the -max-time deadline.
+  local stdin = data == "@" or data == "@-"
+  local from_stdin = m.client_streaming and stdin
   if from_stdin then data = nil
+  elseif stdin and deadline then
+    data = stdin_by(deadline)
+    if not data then
+      stderr:write("ERROR: code = DEADLINE_EXCEEDED, message = deadline exceeded waiting for standard input "
+        .. format("(-max-time %g)\n", max_time))
+      return 64 + pc.codes.DEADLINE_EXCEEDED
+    end
   elseif data and data:sub(1, 1) == "@" then data = read_input(data:sub(2) ~= "" and data:sub(2) or nil) end
   -- A client stream sends every JSON document of the data (concatenated or
   -- one per line); the other shapes take one.
   local requests = {}
   for i, doc in ipairs(m.client_streaming and json_documents(data or "") or { data or "{}" }) do
     local request, err = pc.from_json(m.input, doc)
-    -- (a request the stub would not encode, a proto2 required field unset:
-    -- said as bad input, not as the call's failure)
-    local encodes, why = true, nil
-    if request then encodes, why = pcall(pc.encode, request) end
-    if not request or not encodes then
-      fail("request" .. (m.client_streaming and format(" %d", i) or "") .. ": " .. tostring(err or why))
+    -- (a proto2 required field unset, which the stub would not encode: said
+    -- as bad input, not as the call's failure)
+    if request then
+      local ok, why = pc.is_initialized(request)
+      if not ok then err = why end
     end
+    if err then fail("request" .. (m.client_streaming and format(" %d", i) or "") .. ": " .. tostring(err)) end
     requests[i] = request
   end
   local request = requests[1]
@@ -240,7 +280,8 @@ function M.call.run(flags, args)
   local seen = {}
   if flags.v then transport = recording(transport, seen) end
   local opts = { transport = transport, pool = pool, metadata = metadata }
-  if flags["max-time"] and flags["max-time"] > 0 then opts.timeout = flags["max-time"] end -- 0: no limit
+  -- (the call has what is left of -max-time once standard input is read)
+  if deadline then opts.timeout = math.max(deadline - pc.now(), 0.001) end
   local attempts = flags["retry-attempts"]
   if attempts and (attempts ~= math.floor(attempts) or attempts < 1) then
     usage_error("call", "-retry-attempts: a whole number >= 1 expected, got " .. shown(attempts))

@@ -57,12 +57,9 @@ function M.decode.run(flags, args)
     local where = (file or "<stdin>") .. (#parts > 1 and format(" (message %d)", i) or "")
     -- -raw reads as google.protobuf.Empty (every field unknown): its errors name no type
     -- (a proto2 required field unset: printed with a warning, as protoc --decode does)
-    local m, missing = pc.decode(T, b)
-    if not m and tostring(missing):find("^missing required field") then
-      stderr:write(format("protocall decode: warning: %s: %s\n", where, missing))
-      m = pc.decode(T, b, { partial = true })
-    end
-    m = m or parse_message(T, "binary", b, where, nil, flags.raw and "google.protobuf.Empty")
+    local m = parse_message(T, "binary", b, where, nil, flags.raw and "google.protobuf.Empty", { partial = true })
+    local complete, missing = pc.is_initialized(m)
+    if not complete then stderr:write(format("protocall decode: warning: %s: %s\n", where, missing)) end
     if i > 1 and fmt == "text" then stdout:write("\n") end
     write_message(m, fmt, flags, stdout)
   end

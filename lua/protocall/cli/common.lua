@@ -8,7 +8,7 @@ local text_format = require "protocall.text"
 local error, pairs, ipairs, tostring, tonumber, pcall, getmetatable, setmetatable =
   error, pairs, ipairs, tostring, tonumber, pcall, getmetatable, setmetatable
 local concat, format, huge = table.concat, string.format, math.huge
-local metadata_problem = require("protocall.core").metadata_problem
+local metadata_problem, file_kind = require("protocall.core").metadata_problem, require("protocall.core").file_kind
 local show, seconds_problem = require("protocall.internal").show, require("protocall.internal").seconds_problem
 
 local M = {}
@@ -184,6 +184,18 @@ local function import_name(proto, paths)
     .. "an exact prefix of its path (both absolute or both relative).")
 end
 
+-- Whether `bytes` look like .proto source: text (no control bytes but
+-- whitespace in its first 4 KiB) with a word only .proto source starts
+-- a statement with.
+local function proto_text(bytes)
+  local head = bytes:sub(1, 4096)
+  if head:find("[%z\1-\8\14-\31\127]") then return false end
+  for _, word in ipairs { "syntax", "edition", "package", "import", "message", "enum", "service", "option" } do
+    if head:find("%f[%w_]" .. word .. "%f[^%w_]") then return true end
+  end
+  return false
+end
+
 --- pool, names = load_schemas(flags): a pool with the files of -proto
 -- (found through -I, as protoc finds them, else a built-in file of that
 -- import name, pc.builtin_source, as protoc has its own include folder,
@@ -198,8 +210,18 @@ function M.load_schemas(flags)
   if #paths == 0 then paths[1] = "." end
   local names = {}
   for _, set in ipairs(flags.protoset or {}) do
-    local files, err = pool:load_descriptor_set(read_input(set))
-    if not files then fail(set .. ": " .. tostring(err)) end
+    local bytes = read_input(set)
+    local files, err = pool:load_descriptor_set(bytes)
+    if not files then
+      err = tostring(err)
+      local why = err:match("^descriptor set: (.*)$")
+      if why then -- bytes that do not read as one (the codec's own copy of descriptor.proto named as protoc's)
+        why = why:gsub("^protocall%.desc%.FileDescriptorSet ", ""):gsub("protocall%.desc%.", "google.protobuf.")
+        err = "not a binary FileDescriptorSet (" .. why .. ")"
+          .. (proto_text(bytes) and "; .proto source? give it with -proto" or "")
+      end
+      fail(set .. ": " .. err)
+    end
     for _, f in ipairs(files) do names[#names + 1] = f.name end
   end
   for _, proto in ipairs(flags.proto or {}) do
@@ -226,16 +248,16 @@ function M.load_schemas(flags)
   return pool, names
 end
 
---- m = parse_message(T, fmt, input, where [, hint [, strip]]): `input` read
--- as a message of type T in `fmt` ("binary", "json" or "text"); fails with
--- "where: why" when it does not parse. With `hint` (a command whose
--- -format names its input), binary input that starts as JSON or text
--- fails with a hint of -format. `strip`: a type name left out of why (a
--- type the user did not give).
-function M.parse_message(T, fmt, input, where, hint, strip)
+--- m = parse_message(T, fmt, input, where [, hint [, strip [, opts]]]):
+-- `input` read as a message of type T in `fmt` ("binary", "json" or
+-- "text"); fails with "where: why" when it does not parse. With `hint` (a
+-- command whose -format names its input), binary input that starts as
+-- JSON or text fails with a hint of -format. `strip`: a type name left out
+-- of why (a type the user did not give). `opts`: pc.decode's options.
+function M.parse_message(T, fmt, input, where, hint, strip, opts)
   local m, err
   if fmt == "binary" then
-    m, err = pc.decode(T, input)
+    m, err = pc.decode(T, input, opts)
   elseif fmt == "json" then
     m, err = pc.from_json(T, input)
   else
@@ -546,6 +568,17 @@ end
 -- (resolved by c-ares, SRV too), ipv4:/ipv6: lists and Unix sockets.
 local H2C_SCHEMES = { "^dns:", "^ipv4:", "^ipv6:", "^unix:", "^unix%-abstract:" }
 
+--- no_fifo(flag, path): fails, naming `flag`, when the file `path` of a
+-- TLS flag is a FIFO (named pipe): opening one waits for a writer, however
+-- long, and a TLS file is loaded by its path, a client's after
+-- check_tls_file has read it, which a pipe's bytes cannot serve ("-cacert
+-- 'ca': cannot be read: a FIFO (named pipe), not a regular file").
+function M.no_fifo(flag, path)
+  if path ~= nil and file_kind(path) == "fifo" then
+    fail(flag .. " '" .. path .. "': cannot be read: a FIFO (named pipe), not a regular file")
+  end
+end
+
 --- check_tls_file(flag, path, not_pem): fails, naming `flag`, when the
 -- file `path` of a TLS flag cannot be read (missing, a directory: "-cacert
 -- 'ca': cannot be read: Is a directory", as core/net/tls.c words it) or
@@ -555,6 +588,7 @@ local H2C_SCHEMES = { "^dns:", "^ipv4:", "^ipv6:", "^unix:", "^unix%-abstract:" 
 local function check_tls_file(flag, path, not_pem)
   if path == nil then return end
   local where = flag .. " '" .. path .. "': "
+  M.no_fifo(flag, path)
   local f, why = io.open(path, "rb")
   local found, total, tail = false, 0, ""
   while f and not found and total < 16777216 do

@@ -489,6 +489,8 @@ function M.gateway.run(flags, args)
   if (flags["listen-cert"] == nil) ~= (flags["listen-key"] == nil) then
     usage_error("gateway", "-listen-cert and -listen-key go together")
   end
+  common.no_fifo("-listen-cert", flags["listen-cert"])
+  common.no_fifo("-listen-key", flags["listen-key"])
   local t = flags.timeout
   local bad = t ~= nil and seconds_problem("-timeout", t)
   if bad then usage_error("gateway", bad) end

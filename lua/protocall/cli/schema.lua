@@ -4,7 +4,7 @@
 local common = require "protocall.cli.common"
 local proto_print = require "protocall.schema.print"
 
-local ipairs, concat = ipairs, table.concat
+local ipairs, pcall, error, concat = ipairs, pcall, error, table.concat
 local stdout = common.stdout
 local usage_error, fail, need_schema, has_schema, load_schemas, connect, with_reflection =
   common.usage_error, common.fail, common.need_schema, common.has_schema, common.load_schemas,
@@ -15,12 +15,13 @@ local descriptors, symbols, services_of, describe_one = proto_print.descriptors,
 local M = {}
 
 M.describe = {
-  summary = "a service, method, message, enum or field as .proto source",
+  summary = "a service, method, message, enum, field or other symbol as .proto source",
   flags = common.with_schema(common.with_connect {}),
   usage = "protocall describe [schema flags] [TARGET] [SYMBOL]\n" ..
           "       protocall describe [-plaintext | TLS flags as call's] [-H 'key: value']... TARGET [SYMBOL]",
-  about = "Prints the definition of a service, method, message, enum or field as .proto\n" ..
-          "source; with no SYMBOL, every service of the loaded files. Without schema\n" ..
+  about = "Prints the definition of a service, method, message, enum, field, extension,\n" ..
+          "oneof or enum value (pkg.E.V or pkg.V) as .proto source; with no SYMBOL, every\n" ..
+          "service of the loaded files. Without schema\n" ..
           "flags the definitions come from TARGET's server reflection service; with\n" ..
           "them a TARGET is not needed (given, it is not asked).",
   example = "protocall describe -I examples -proto route.proto demo.Router\n" ..
@@ -111,7 +112,13 @@ function describe_by_reflection(flags, args)
   local want = args[2] and args[2]:gsub("^%.", "")
   local text, status = with_reflection(flags, transport, function(r)
     local names = want and { want } or r.services()
-    for _, n in ipairs(names) do r.symbol(n) end
+    for _, n in ipairs(names) do
+      local ok, err = pcall(r.symbol, n)
+      -- a server may know an enum value (pkg.E.V) or a oneof by its parent
+      -- only: the parent's file holds it too
+      local parent = not ok and n:match("^(.+)%.[^.]+$")
+      if not ok and not (parent and pcall(r.symbol, parent)) then error(err, 0) end
+    end
     local syms = symbols(descriptors(r.pool, r.pool:files()))
     local out = {}
     for _, n in ipairs(names) do

@@ -41,6 +41,9 @@ function M.serve.run(flags, args)
   if #args < 1 then usage_error("serve", "SCRIPT expected") end
   if (flags.cert == nil) ~= (flags.key == nil) then usage_error("serve", "-cert and -key go together") end
   if flags["client-ca"] and not flags.cert then usage_error("serve", "-client-ca needs -cert and -key") end
+  common.no_fifo("-cert", flags.cert)
+  common.no_fifo("-key", flags.key)
+  common.no_fifo("-client-ca", flags["client-ca"])
   local chunk, err = loadfile(args[1])
   if not chunk then fail(err) end
   local script_arg = { [0] = args[1] }

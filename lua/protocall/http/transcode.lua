@@ -686,7 +686,9 @@ end
 -- of the body), as a body "*" one does; with `validate`, a message that
 -- breaks its type's rules fails as pc.server's `validate = true` refuses it,
 -- and one whose rules fail to evaluate (a division by zero, a bad pattern
--- from the message, a cost limit) fails INTERNAL "validate: ...", as there.
+-- from the message, a cost limit) fails INVALID_ARGUMENT "validate: ..."
+-- (http_status 400, no details), as there; a rule that does not compile
+-- fails INTERNAL "validate: ...".
 function Transcoder:request(route, bindings, query, body, content_type)
   if type(route) ~= "table" or not route.input then argerror("request", "route expected", 2) end
   local msg, err = build_request(self, route, bindings, query, body, content_type)

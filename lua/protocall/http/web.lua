@@ -78,6 +78,7 @@ local CONNECT_CLASSES = {
   { "^no HTTP/2 SETTINGS", "no HTTP/2 from the upstream" },
   { "[Uu]nreachable", "upstream unreachable" },
   { "[Nn]o route to host", "upstream unreachable" },
+  { "No such file or directory", "no such socket file" }, -- a unix: socket's path
 }
 
 -- The class of the failed connection attempt `m` (its backoff hint left out).
@@ -104,12 +105,24 @@ local NO_CONNECTION = { "^deadline exceeded waiting for a connection", "^deadlin
 -- NAME: why" or TLS failure; CLASS "connection refused", "connection timed out",
 -- "name not resolved" (nginx's "connect to HOST:PORT: no resolver defined
 -- to resolve ..." and "... could not be resolved ..." too), "TLS handshake
--- failed", "no HTTP/2 from the upstream", "upstream unreachable" or "connection failure"), "upstream
+-- failed", "no HTTP/2 from the upstream", "upstream unreachable", "no such socket file" (a unix:
+-- socket's path that names no file) or "connection failure"), "upstream
 -- connection lost" when its connection failed under it (`err.lost`),
 -- "upstream timed out: no connection before the deadline" for a deadline
 -- that passed while the channel had no ready connection; a reconnection
 -- backoff's hint is kept, its timing only ("(reconnection backoff: the
 -- next attempt in 0.97 s; calls fail at once until then)").
+--- text = web.gateway_words(message): an upstream call's failure `message`
+-- as a gateway tells it, in its answer or its log: a reconnection
+-- backoff's advice for pc.grpc's `wait_for_ready` (an option a gateway's
+-- routes cannot set: "; a transport with wait_for_ready waits for it)")
+-- replaced by what happens, "; calls fail at once until then)"; the rest
+-- (what failed, where) unchanged.
+local function gateway_words(message)
+  return (message:gsub("; a transport with wait_for_ready waits for it%)$", "; calls fail at once until then)"))
+end
+M.gateway_words = gateway_words
+
 function M.upstream_failure(err)
   if type(err) ~= "table" or err.peer then return nil end -- (peer: the upstream's own status)
   local code, m = err.code, err.message
@@ -133,8 +146,7 @@ function M.upstream_failure(err)
   end
   if not text then return nil end
   if not hint then return text end
-  hint = hint:gsub("; a transport with wait_for_ready waits for it%)$", "; calls fail at once until then)")
-  return text .. " " .. hint
+  return text .. " " .. gateway_words(hint)
 end
 
 --- protocol, codec | nil = web.classify(http_method, content_type):
@@ -268,8 +280,9 @@ end
 
 -- The refusal of request message `m` (nil: it breaks no rule), as
 -- pc.server's `validate = true` answers: INVALID_ARGUMENT with a
--- google.rpc.BadRequest detail, or INTERNAL "validate: ..." for a rule
--- that fails to evaluate.
+-- google.rpc.BadRequest detail, INVALID_ARGUMENT "validate: ..." for a
+-- rule that fails to evaluate on it, or INTERNAL "validate: ..." for a
+-- rule that does not compile.
 local function refused(m)
   local ok, err = pcall(refusal, m)
   if not ok then return Error { code = "INTERNAL", message = tostring(err) } end
@@ -294,7 +307,8 @@ end
 -- against its protovalidate rules as pc.server's `validate = true` checks
 -- a request: the first that breaks one fails with its refusal
 -- (INVALID_ARGUMENT "validation failed: ...", a google.rpc.BadRequest in
--- `details`; a rule failing to evaluate: INTERNAL "validate: ..."), and
+-- `details`; a rule failing to evaluate: INVALID_ARGUMENT "validate: ...",
+-- no details; a rule that does not compile: INTERNAL "validate: ..."), and
 -- proto bytes the input type cannot decode fail INVALID_ARGUMENT
 -- "message N: ...".
 function M.requests(protocol, codec, method, body, content_encoding, validate)

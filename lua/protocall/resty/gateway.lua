@@ -37,7 +37,7 @@ local concat, sort, format = table.concat, table.sort, string.format
 local min, huge = math.min, math.huge
 local web_classify, ACCEPT_POST = core.web_classify, core.web_accept_post
 local ACCEPT_POST_STREAM = (ACCEPT_POST:gsub(", application/proto, application/json$", "")) -- (rpc/rest.lua's)
-local upstream_failure = web.upstream_failure
+local upstream_failure, gateway_words = web.upstream_failure, web.gateway_words
 
 local M = {}
 
@@ -610,12 +610,14 @@ end
 -- told it: one the gateway's channel gave (no connection took the call,
 -- its connection was lost: web.upstream_failure) says its class without
 -- the upstream's address, the whole message going to nginx's error log
--- (ERR); any other (a status the upstream sent, the gateway's refusal of
+-- (ERR; a reconnection backoff's advice for pc.grpc's wait_for_ready in
+-- the gateway's words, web.gateway_words); any other (a status the upstream sent, the gateway's refusal of
 -- bad input) as it is.
 local function told(v, err)
   local text = upstream_failure(err)
   if text then
-    ngx.log(ngx.ERR, "protocall.resty.gateway: ", v.route, ": upstream call failed: ", err.code, ": ", err.message)
+    ngx.log(ngx.ERR, "protocall.resty.gateway: ", v.route, ": upstream call failed: ", err.code, ": ",
+      gateway_words(err.message))
     err.message = text
   end
   return err

@@ -36,9 +36,10 @@ function M.is_server(v) return getmetatable(v) == Server end
 
 local SERVER_OPTIONS = { pool = true, interceptors = true, health = true, reflection = true, validate = true }
 
--- The refusal of `req` (nil when it breaks no rule); a rule failing to
--- evaluate (a division by zero, a bad pattern, a cost limit) fails the call
--- INTERNAL "validate: ..." rather than UNKNOWN.
+-- The refusal of `req` (nil when it breaks no rule; a rule failing to
+-- evaluate on it refuses it INVALID_ARGUMENT "validate: ..."); a rule that
+-- does not compile fails the call INTERNAL "validate: ..." rather than
+-- UNKNOWN.
 local function refused(req)
   local ok, err = pcall(refusal, req)
   if not ok then return status("INTERNAL", tostring(err)) end
@@ -137,8 +138,11 @@ end
 -- INVALID_ARGUMENT, "validation failed: <field>: <message> [<rule>]" and a
 -- google.rpc.BadRequest detail listing the violations (pc.check's error,
 -- but of the first 100 at most: past those the validation stops, "and at
--- least 100 more violations"); a rule that fails to evaluate (a division by zero, a bad pattern from the
--- request, an evaluation limit) fails it INTERNAL "validate: ...".
+-- least 100 more violations"); a rule that fails to evaluate on the request
+-- (a division by zero, a bad pattern from the request, an evaluation limit)
+-- fails it INVALID_ARGUMENT "validate: ..." with no details, as connect-go's
+-- validate interceptor answers protovalidate's runtime error; a rule that
+-- does not compile fails it INTERNAL "validate: ...".
 function M.server(services, opts)
   if type(services) ~= "table" then
     error("bad argument #1 to 'server' (table expected, got " .. type(services) .. ")", 2)

@@ -57,24 +57,28 @@ local function quote(s)
     .. '"'
 end
 
--- The bytes a C-escaped literal `s` stands for (protoc keeps a bytes
--- field's default so: read back, it is quoted again, so a descriptor set
--- whose default holds a raw quote or line break prints as one literal).
-local UNESCAPE = { n = "\n", r = "\r", t = "\t", a = "\a", b = "\b", f = "\f", v = "\v" }
+-- The bytes a C-escaped literal `s` stands for, as protoc 3.21 reads a
+-- bytes field's default (UnescapeCEscapeSequences): octal of up to three
+-- digits, hex of any number of digits (the low 8 bits kept); an escape it
+-- does not know (`\q`, a `\x` without a hex digit, a `\` at the end)
+-- stands for nothing. (protoc keeps a bytes default C-escaped: read back,
+-- it is quoted again, so a descriptor set whose default holds a raw quote
+-- or line break prints as one literal.)
+local UNESCAPE = { n = "\n", r = "\r", t = "\t", a = "\a", b = "\b", f = "\f", v = "\v",
+  ["\\"] = "\\", ["?"] = "?", ["'"] = "'", ['"'] = '"' }
 local function unescape(s)
   local out, i = {}, 1
   while i <= #s do
     local c = s:sub(i, i)
-    local oct, hex = s:match("^\\([0-7][0-7]?[0-7]?)", i), s:match("^\\x(%x%x?)", i)
-    if c ~= "\\" or i == #s then
+    local oct, hex = s:match("^\\([0-7][0-7]?[0-7]?)", i), s:match("^\\[xX](%x+)", i)
+    if c ~= "\\" then
       out[#out + 1], i = c, i + 1
     elseif oct then
       out[#out + 1], i = string.char(tonumber(oct, 8) % 256), i + 1 + #oct
     elseif hex then
-      out[#out + 1], i = string.char(tonumber(hex, 16)), i + 2 + #hex
+      out[#out + 1], i = string.char(tonumber(hex:sub(-2), 16)), i + 2 + #hex
     else
-      local e = s:sub(i + 1, i + 1)
-      out[#out + 1], i = UNESCAPE[e] or e, i + 2
+      out[#out + 1], i = UNESCAPE[s:sub(i + 1, i + 1)], i + 2
     end
   end
   return concat(out)
@@ -151,10 +155,23 @@ local function field_options(f)
   return bracket(o, f.options)
 end
 
-local print_message
+-- The nested type among `nested` (DescriptorProto messages) named by the
+-- group field f (a proto2 group's type is declared beside it), or nil.
+local function group_type(nested, f)
+  if f.type ~= 10 then return nil end
+  for _, n in ipairs(nested or {}) do
+    if f.type_name:sub(-#n.name - 1) == "." .. n.name then return n end
+  end
+  return nil
+end
 
-local function print_field(out, ind, d, f, syntax)
-  local entry = map_entry(d, f)
+local print_body
+
+-- Field f of message d (nil for an extension of a file), its group's body
+-- among `nested` (d's nested types unless given) as protoc's source has
+-- it: "optional group Name = 1 { ... }".
+local function print_field(out, ind, d, f, syntax, nested)
+  local entry = d and map_entry(d, f)
   if entry then
     local k, v = entry.field[1], entry.field[2]
     out[#out + 1] = format("%smap<%s, %s> %s = %d%s;", ind, field_type(k), field_type(v), f.name,
@@ -164,8 +181,47 @@ local function print_field(out, ind, d, f, syntax)
   local label = LABEL[f.label]
   if syntax == "proto3" and label == "optional" and not f.proto3_optional then label = nil end
   if has(f, "oneof_index") and not f.proto3_optional then label = nil end
-  out[#out + 1] = format("%s%s%s %s = %d%s;", ind, label and label .. " " or "", field_type(f), f.name,
-                         f.number, field_options(f))
+  label = label and label .. " " or ""
+  local group = group_type(nested or d and d.nested_type, f)
+  if group then
+    out[#out + 1] = format("%s%sgroup %s = %d%s {", ind, label, group.name, f.number, field_options(f))
+    print_body(out, ind .. "  ", group, syntax)
+    out[#out + 1] = ind .. "}"
+    return
+  end
+  out[#out + 1] = format("%s%s%s %s = %d%s;", ind, label, field_type(f), f.name, f.number, field_options(f))
+end
+
+-- "extend .pkg.T { ... }" blocks for the extensions `exts` declared in
+-- message d (nil: in the file, its types `nested`), one block for each
+-- run of the same extendee.
+local function print_extends(out, ind, d, exts, syntax, nested)
+  local open
+  for _, f in ipairs(exts) do
+    if f.extendee ~= open then
+      if open then out[#out + 1] = ind .. "}" end
+      open = f.extendee
+      out[#out + 1] = ind .. "extend " .. open .. " {"
+    end
+    print_field(out, ind .. "  ", d, f, syntax, nested)
+  end
+  if open then out[#out + 1] = ind .. "}" end
+end
+
+-- "reserved 2, 9 to 11, 20 to max;" and 'reserved "a", "b";' as protoc
+-- prints them: `ranges` end past their last number (`inclusive`: at it,
+-- an enum's), `max` the number printed as "max".
+local function print_reserved(out, ind, ranges, names, inclusive, max)
+  local list = {}
+  for _, r in ipairs(ranges) do
+    local last = inclusive and r["end"] or r["end"] - 1
+    list[#list + 1] = r.start == last and tostring(r.start)
+      or format("%d to %s", r.start, last == max and "max" or tostring(last))
+  end
+  if #list > 0 then out[#out + 1] = ind .. "reserved " .. concat(list, ", ") .. ";" end
+  list = {}
+  for _, n in ipairs(names) do list[#list + 1] = quote(n) end
+  if #list > 0 then out[#out + 1] = ind .. "reserved " .. concat(list, ", ") .. ";" end
 end
 
 local function print_enum(out, ind, e)
@@ -174,42 +230,60 @@ local function print_enum(out, ind, e)
   for _, v in ipairs(e.value) do
     out[#out + 1] = format("%s  %s = %d%s;", ind, v.name, v.number, bracket({}, v.options))
   end
+  print_reserved(out, ind .. "  ", e.reserved_range, e.reserved_name, true, 2147483647)
   out[#out + 1] = ind .. "}"
 end
 
-function print_message(out, ind, d, syntax)
+-- Oneof number `idx` (0-based) of message d with its fields.
+local function print_oneof(out, ind, d, idx, syntax)
+  local oneof = d.oneof_decl[idx + 1]
+  out[#out + 1] = ind .. "oneof " .. oneof.name .. " {"
+  option_lines(out, ind .. "  ", oneof.options)
+  for _, g in ipairs(d.field) do
+    if has(g, "oneof_index") and g.oneof_index == idx and not g.proto3_optional then
+      print_field(out, ind .. "  ", d, g, syntax)
+    end
+  end
+  out[#out + 1] = ind .. "}"
+end
+
+local function print_message(out, ind, d, syntax)
   out[#out + 1] = ind .. "message " .. d.name .. " {"
-  local inner = ind .. "  "
+  print_body(out, ind .. "  ", d, syntax)
+  out[#out + 1] = ind .. "}"
+end
+
+-- What is inside message d's braces, indented by `inner`.
+function print_body(out, inner, d, syntax)
   option_lines(out, inner, d.options)
-  local oneofs_done = {}
+  local oneofs_done, groups = {}, {}
   for _, f in ipairs(d.field) do
     if has(f, "oneof_index") and not f.proto3_optional then
       local idx = f.oneof_index
       if not oneofs_done[idx] then
         oneofs_done[idx] = true
-        local oneof = d.oneof_decl[idx + 1]
-        out[#out + 1] = inner .. "oneof " .. oneof.name .. " {"
-        option_lines(out, inner .. "  ", oneof.options)
-        for _, g in ipairs(d.field) do
-          if has(g, "oneof_index") and g.oneof_index == idx and not g.proto3_optional then
-            print_field(out, inner .. "  ", d, g, syntax)
-          end
-        end
-        out[#out + 1] = inner .. "}"
+        print_oneof(out, inner, d, idx, syntax)
       end
     else
       print_field(out, inner, d, f, syntax)
     end
   end
+  for _, list in ipairs { d.field, d.extension } do
+    for _, f in ipairs(list) do
+      local g = group_type(d.nested_type, f)
+      if g then groups[g] = true end
+    end
+  end
   for _, n in ipairs(d.nested_type) do
-    if not (n.options and n.options.map_entry) then print_message(out, inner, n, syntax) end
+    if not (n.options and n.options.map_entry) and not groups[n] then print_message(out, inner, n, syntax) end
   end
   for _, e in ipairs(d.enum_type) do print_enum(out, inner, e) end
   for _, r in ipairs(d.extension_range) do
     local last = r["end"] == 536870912 and "max" or tostring(r["end"] - 1)
     out[#out + 1] = format("%sextensions %d to %s;", inner, r.start, last)
   end
-  out[#out + 1] = ind .. "}"
+  print_reserved(out, inner, d.reserved_range, d.reserved_name, false, 536870911)
+  print_extends(out, inner, d, d.extension, syntax)
 end
 
 -- A method as a line "rpc M ( .pkg.In ) returns ( .pkg.Out );", or with
@@ -235,27 +309,47 @@ local function print_service(out, s)
 end
 
 --- syms = symbols(fds): every symbol of the files (FileDescriptorProto
--- messages): full name -> {kind = "message" | "field" | "enum" | "service"
--- | "method", d = its descriptor, ...}.
+-- messages): full name -> {kind = "message" | "field" | "extension" |
+-- "oneof" | "enum" | "enum value" | "service" | "method", d = its
+-- descriptor, ...}. An enum value is named both within its enum
+-- (pkg.E.V) and as protoc scopes it, beside its enum (pkg.V).
 function M.symbols(fds)
-  local t = {}
+  local t, values = {}, {}
+  local function walk_enum(prefix, e)
+    t[prefix .. e.name] = { kind = "enum", d = e }
+    for _, v in ipairs(e.value) do
+      local s = { kind = "enum value", d = v }
+      values[prefix .. e.name .. "." .. v.name], values[prefix .. v.name] = s, s
+    end
+  end
+  local function walk_extensions(prefix, exts, d, syntax, nested)
+    for _, f in ipairs(exts) do
+      t[prefix .. f.name] = { kind = "extension", d = f, parent = d, syntax = syntax, nested = nested }
+    end
+  end
   local function walk_message(prefix, d, syntax)
     local name = prefix .. d.name
     t[name] = { kind = "message", d = d, syntax = syntax }
     for _, f in ipairs(d.field) do t[name .. "." .. f.name] = { kind = "field", d = f, parent = d, syntax = syntax } end
+    for i, o in ipairs(d.oneof_decl) do
+      t[name .. "." .. o.name] = { kind = "oneof", d = d, index = i - 1, syntax = syntax }
+    end
     for _, n in ipairs(d.nested_type) do walk_message(name .. ".", n, syntax) end
-    for _, e in ipairs(d.enum_type) do t[name .. "." .. e.name] = { kind = "enum", d = e } end
+    for _, e in ipairs(d.enum_type) do walk_enum(name .. ".", e) end
+    walk_extensions(name .. ".", d.extension, d, syntax)
   end
   for _, fd in ipairs(fds) do
     local prefix = fd.package ~= "" and fd.package .. "." or ""
     local syntax = fd.syntax ~= "" and fd.syntax or "proto2"
     for _, d in ipairs(fd.message_type) do walk_message(prefix, d, syntax) end
-    for _, e in ipairs(fd.enum_type) do t[prefix .. e.name] = { kind = "enum", d = e } end
+    for _, e in ipairs(fd.enum_type) do walk_enum(prefix, e) end
+    walk_extensions(prefix, fd.extension, nil, syntax, fd.message_type)
     for _, s in ipairs(fd.service) do
       t[prefix .. s.name] = { kind = "service", d = s }
       for _, m in ipairs(s.method) do t[prefix .. s.name .. "." .. m.name] = { kind = "method", d = m } end
     end
   end
+  for name, s in pairs(values) do t[name] = t[name] or s end
   return t
 end
 
@@ -270,15 +364,25 @@ function M.services_of(syms)
   return list
 end
 
+-- What `protocall describe` calls each kind of symbol, as grpcurl does.
+local WHAT = { message = "a message", field = "a field", extension = "an extension", oneof = "a one-of",
+  enum = "an enum", ["enum value"] = "an enum value", service = "a service", method = "a method" }
+
 --- text = describe(name, sym): symbol `name` (an entry of symbols) as
--- `protocall describe` prints it: "<name> is a <kind>:" and its .proto
--- source.
+-- `protocall describe` prints it: "<name> is <a kind>:" and its .proto
+-- source (an extension in its "extend" block, a group field with its
+-- body).
 function M.describe(name, s)
-  local out = { name .. (s.kind == "enum" and " is an " or " is a ") .. s.kind .. ":" }
+  local what = (s.kind == "field" or s.kind == "extension") and s.d.type == 10 and "a group field" or WHAT[s.kind]
+  local out = { name .. " is " .. what .. ":" }
   if s.kind == "service" then print_service(out, s.d)
   elseif s.kind == "method" then print_method(out, "", s.d)
   elseif s.kind == "message" then print_message(out, "", s.d, s.syntax)
   elseif s.kind == "enum" then print_enum(out, "", s.d)
+  elseif s.kind == "enum value" then
+    out[#out + 1] = format("%s = %d%s;", s.d.name, s.d.number, bracket({}, s.d.options))
+  elseif s.kind == "oneof" then print_oneof(out, "", s.d, s.index, s.syntax)
+  elseif s.kind == "extension" then print_extends(out, "", s.parent, { s.d }, s.syntax, s.nested)
   else print_field(out, "", s.parent, s.d, s.syntax) end
   return concat(out, "\n") .. "\n"
 end

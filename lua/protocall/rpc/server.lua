@@ -349,11 +349,9 @@ end
 -- not checked for them, where pc.decode refuses such bytes; every
 -- placement answers it INVALID_ARGUMENT, as a request that does not fit.
 function M.missing_required(m)
-  if is_initialized(m) then return nil end -- (nothing to a type without required fields)
-  local ok, err = protect(encode, m)
+  local ok, why = is_initialized(m) -- (nothing to a type without required fields)
   if ok then return nil end
-  err = tostring(err)
-  return err:find("^missing required field") and err or nil
+  return why
 end
 
 --- err = handler_error(info, raised): what a handler of method `info`

@@ -312,7 +312,10 @@ end
 -- messages): full name -> {kind = "message" | "field" | "extension" |
 -- "oneof" | "enum" | "enum value" | "service" | "method", d = its
 -- descriptor, ...}. An enum value is named both within its enum
--- (pkg.E.V) and as protoc scopes it, beside its enum (pkg.V).
+-- (pkg.E.V) and as protoc scopes it, beside its enum (pkg.V). The type of
+-- a message's group field (pkg.M.Item) and a map field's entry
+-- (pkg.M.LabelsEntry) are that field, `type_of` saying which, as grpcurl
+-- describes them.
 function M.symbols(fds)
   local t, values = {}, {}
   local function walk_enum(prefix, e)
@@ -337,6 +340,14 @@ function M.symbols(fds)
     for _, n in ipairs(d.nested_type) do walk_message(name .. ".", n, syntax) end
     for _, e in ipairs(d.enum_type) do walk_enum(name .. ".", e) end
     walk_extensions(name .. ".", d.extension, d, syntax)
+    -- a group's type, or a map field's entry, stands for its field (grpcurl)
+    for _, f in ipairs(d.field) do
+      local n = group_type(d.nested_type, f) or map_entry(d, f)
+      if n then
+        t[name .. "." .. n.name] = { kind = "field", d = f, parent = d, syntax = syntax,
+          type_of = f.type == 10 and "the type of a group field" or "the entry type for a map field" }
+      end
+    end
   end
   for _, fd in ipairs(fds) do
     local prefix = fd.package ~= "" and fd.package .. "." or ""
@@ -371,9 +382,11 @@ local WHAT = { message = "a message", field = "a field", extension = "an extensi
 --- text = describe(name, sym): symbol `name` (an entry of symbols) as
 -- `protocall describe` prints it: "<name> is <a kind>:" and its .proto
 -- source (an extension in its "extend" block, a group field with its
--- body).
+-- body; a group's type or a map's entry type as "the type of a group
+-- field" or "the entry type for a map field" and that field).
 function M.describe(name, s)
-  local what = (s.kind == "field" or s.kind == "extension") and s.d.type == 10 and "a group field" or WHAT[s.kind]
+  local what = s.type_of
+    or (s.kind == "field" or s.kind == "extension") and s.d.type == 10 and "a group field" or WHAT[s.kind]
   local out = { name .. " is " .. what .. ":" }
   if s.kind == "service" then print_service(out, s.d)
   elseif s.kind == "method" then print_method(out, "", s.d)

@@ -6,6 +6,7 @@ local message = require "protocall.message"
 local to_text = require("protocall.text").to_text
 
 local format, concat, sort, tostring, pairs = string.format, table.concat, table.sort, tostring, pairs
+local find, sub = string.find, string.sub
 local ipairs = message.ipairs -- repeated fields are containers
 local has = core.has
 
@@ -97,8 +98,18 @@ local function options_of(o)
   -- own): what does not read that way is printed as it is
   o = core.decode(core.type_of(o), core.encode(o)) or o
   local name, inner
-  for line in (to_text(o, { utf8 = true }) .. "\n"):gmatch("(.-)\n") do
+  local text, at = to_text(o, { utf8 = true }), 1
+  while at <= #text do
+    -- one line at a time; a "name: value" line's value is cut from the
+    -- text once (a megabytes-long option is copied no more than that)
+    local eol = find(text, "\n", at, true) or #text + 1
+    local colon = find(text, ": ", at, true)
+    local line = (not colon or colon > eol) and sub(text, at, eol - 1)
+    local value_at = not line and colon + 2
+    line = line or sub(text, at, colon - 1)
+    at = eol + 1
     if inner then
+      if value_at then line = line .. ": " .. sub(text, value_at, eol - 1) end
       if line == "}" then
         list[#list + 1] = { name, #inner == 0 and "{ }" or "{ " .. concat(inner, " ") .. " }" }
         inner = nil
@@ -107,8 +118,9 @@ local function options_of(o)
       end
     elseif line ~= "" then
       local value
-      name, value = line:match("^(%S+): (.*)$")
-      if not name then
+      if value_at and not find(line, "%s") then
+        name, value = line, sub(text, value_at, eol - 1)
+      else
         name = line:match("^(%S+) {$")
         inner = {}
       end
@@ -397,7 +409,8 @@ function M.describe(name, s)
   elseif s.kind == "oneof" then print_oneof(out, "", s.d, s.index, s.syntax)
   elseif s.kind == "extension" then print_extends(out, "", s.parent, { s.d }, s.syntax, s.nested)
   else print_field(out, "", s.parent, s.d, s.syntax) end
-  return concat(out, "\n") .. "\n"
+  out[#out + 1] = ""
+  return concat(out, "\n")
 end
 
 return M

@@ -797,6 +797,7 @@ import "google/protobuf/descriptor.proto";
 message M {
   optional group Item = 1 [deprecated = true] { required int32 id = 2; }
   oneof pick { string a = 6; group Alt = 7 { optional bool on = 8; } }
+  map<string, int32> counts = 9;
   reserved 10, 12 to 14, 100 to max;
   reserved "old", "gone";
   extensions 50 to 60;
@@ -810,7 +811,8 @@ extend google.protobuf.FieldOptions {
 ]])
     f:close()
     local got = {}
-    for _, sym in ipairs { "g.M", "g.tag", "g.meta", "g.M.here", "g.M.E1", "g.M.E.E1", "g.M.pick", "g.M.item" } do
+    for _, sym in ipairs { "g.M", "g.tag", "g.meta", "g.M.here", "g.M.E1", "g.M.E.E1", "g.M.pick", "g.M.item",
+      "g.M.Item", "g.M.Alt", "g.M.CountsEntry", "g.Meta" } do
       got[sym] = { run(BIN .. " describe -I " .. dir .. " -proto g.proto " .. sym) }
     end
     local out, err, code = run(BIN .. " describe -proto google/api/annotations.proto google.api.http")
@@ -828,6 +830,7 @@ extend google.protobuf.FieldOptions {
       "      optional bool on = 8;",
       "    }",
       "  }",
+      "  map<string, int32> counts = 9;",
       "  enum E {",
       "    E0 = 0;",
       "    E1 = 1 [deprecated = true];",
@@ -853,6 +856,15 @@ extend google.protobuf.FieldOptions {
       .. "    optional bool on = 8;\n  }\n}\n", got["g.M.pick"][1])
     assert.are.equal("g.M.item is a group field:\noptional group Item = 1 [deprecated = true] {\n"
       .. "  required int32 id = 2;\n}\n", got["g.M.item"][1])
+    -- a group's type and a map's entry type are described as their field, in grpcurl's words
+    -- (a group extension's type, g.Meta, stays a message there: its parent is the file)
+    assert.are.equal("g.M.Item is the type of a group field:\noptional group Item = 1 [deprecated = true] {\n"
+      .. "  required int32 id = 2;\n}\n", got["g.M.Item"][1])
+    assert.are.equal("g.M.Alt is the type of a group field:\ngroup Alt = 7 {\n  optional bool on = 8;\n}\n",
+      got["g.M.Alt"][1])
+    assert.are.equal("g.M.CountsEntry is the entry type for a map field:\nmap<string, int32> counts = 9;\n",
+      got["g.M.CountsEntry"][1])
+    assert.are.equal("g.Meta is a message:\nmessage Meta {\n  optional int32 v = 1;\n}\n", got["g.Meta"][1])
     assert.are.equal(0, code, err)
     assert.are.equal("google.api.http is an extension:\nextend .google.protobuf.MethodOptions {\n"
       .. "  .google.api.HttpRule http = 72295728;\n}\n", out)

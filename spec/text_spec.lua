@@ -41,6 +41,20 @@ describe("pc.to_text", function()
     assert.has_error(function() pc.to_text({}) end, "bad argument #1 to 'to_text' (message expected, got table)")
   end)
 
+  it("escapes a string or bytes of many kilobytes whole, a UTF-8 sequence across its 64 KiB slices kept", function()
+    local p = pc.pool()
+    assert(p:load('syntax = "proto3"; package tl; message M { string s = 1; bytes b = 2; }', { name = "tl.proto" }))
+    -- "é" (C3 A9) and a quote straddle the slice boundary at 65536; every byte escaped as by one pass
+    local s = ("a"):rep(65535) .. "é\"" .. ("\1"):rep(70000) .. "z"
+    local b = ("\255"):rep(65536 * 2 + 3)
+    local m = p:type("tl.M") { s = s, b = b }
+    local function octal(x) return (x:gsub("[%c\"'\\\127-\255]", function(c)
+      return ({ ["\n"] = "\\n", ['"'] = '\\"' })[c] or ("\\%03o"):format(c:byte()) end)) end
+    assert.are.equal('s: "' .. octal(s) .. '"\nb: "' .. octal(b) .. '"\n', pc.to_text(m))
+    assert.are.equal('s: "' .. ("a"):rep(65535) .. 'é\\"' .. ("\\001"):rep(70000) .. 'z"\nb: "' .. octal(b) .. '"\n',
+      pc.to_text(m, { utf8 = true }))
+  end)
+
   if not corpus.read("payloads/MANIFEST.tsv") then
     return it("needs the corpus", function() corpus.skip(pending, "text format differential") end)
   end

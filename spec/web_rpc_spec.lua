@@ -264,6 +264,34 @@ describe("CORS on pc.listen", function()
     end)
   end
 
+  it("with rest, echoes no name of an Access-Control-Request-Headers past 8 KiB (3,000 names)", function()
+    -- the header list raised to 1 MiB so the preflight is read (16 KiB by default: refused
+    -- before); 3,000 Grpc-Metadata-* names were all echoed, a 63 KB answer header
+    local names = {}
+    for i = 1, 3000 do names[i] = ("grpc-metadata-h%04d"):format(i) end
+    local path = os.tmpname()
+    local f = assert(io.open(path, "w"))
+    f:write("Access-Control-Request-Headers: ", table.concat(names, ","), "\n")
+    f:close()
+    local fixed = ", X-Grpc-Web, X-User-Agent, authorization"
+    local ok, err = pcall(serving, { cors = cors, rest = { http = RULES }, max_header_list_size = 1048576 },
+      function(port)
+        local pre = "--http2-prior-knowledge -X OPTIONS -H 'Origin: http://app.example' "
+          .. "-H 'Access-Control-Request-Method: PUT' "
+        local a = curl(pre .. "-H @" .. path .. " http://127.0.0.1:" .. port .. "/v1/add/1")
+        assert.matches("^HTTP/[%d.]+ 204", a)
+        local allowed = header(a, "access-control-allow-headers")
+        assert.is_true(ends(allowed, fixed), allowed)
+        -- 400 names (7,999 bytes) are echoed whole
+        a = curl(pre .. "-H 'Access-Control-Request-Headers: " .. table.concat(names, ",", 1, 400) .. "' "
+          .. "http://127.0.0.1:" .. port .. "/v1/add/1")
+        assert.is_true(ends(header(a, "access-control-allow-headers"), fixed .. ", "
+          .. table.concat(names, ", ", 1, 400)))
+      end)
+    os.remove(path)
+    if not ok then error(err, 0) end
+  end)
+
   it("follows listener:set_server's routes and rest option", function()
     local l = pc.listen(calc_server(POOL), "127.0.0.1:0", { cors = cors, rest = { http = RULES } })
     local ok, err

@@ -40,7 +40,9 @@ struct pc_GrpcServerCall {
   pc_WebProtocol proto;     /* from the content-type (web.h) */
   const char *origin;       /* Origin (CORS, web_http.h) */
   int preflight;            /* Access-Control-Request-Method came: a CORS preflight */
-  const char *cors_headers; /* its Access-Control-Request-Headers, or NULL */
+  char *cors_headers;       /* its Access-Control-Request-Headers, or NULL */
+  size_t cors_len;          /* ... their bytes (at most PC_WEB_CORS_MAX_REQUEST_HEADERS) */
+  int cors_over;            /* ... were longer than that: none is echoed */
   int connect_get;          /* a Connect GET: its request is the query, a body is refused */
   pc_WebCodec codec;
   int http1;        /* carried over HTTP/1.x (http1_server.h) */
@@ -343,8 +345,8 @@ static void answer_preflight(pc_GrpcServerCall *s) {
   char *age = NULL;
   if (n > bare) {
     const char *methods = pc_WebCors_AllowMethods(cors, s->arena);
-    const char *rh = s->cors_headers;
-    const char *headers = pc_WebCors_AllowHeaders(cors, rh, rh ? strlen(rh) : 0, s->arena);
+    const char *rh = s->cors_over ? NULL : s->cors_headers;
+    const char *headers = pc_WebCors_AllowHeaders(cors, rh, rh ? s->cors_len : 0, s->arena);
     age = pc_Arena_Malloc(s->arena, 16);
     if (methods == NULL || headers == NULL || age == NULL) {
       n = bare; /* out of memory: a bare answer, which the browser refuses */
@@ -671,18 +673,27 @@ static int keep(pc_GrpcServerCall *s, const char **slot, const char *v, size_t n
   return *slot != NULL;
 }
 
-/* As keep, a field sent twice joined as one list ("a, b": RFC 9110
- * 5.3), for Access-Control-Request-Headers. */
-static int keep_list(pc_GrpcServerCall *s, const char **slot, const char *v, size_t n) {
-  if (*slot == NULL) return keep(s, slot, v, n);
-  size_t had = strlen(*slot);
-  char *joined = pc_Arena_Malloc(s->arena, had + 2 + n + 1);
-  if (joined == NULL) return 0;
-  memcpy(joined, *slot, had);
-  memcpy(joined + had, ", ", 2);
-  memcpy(joined + had + 2, v, n);
-  joined[had + 2 + n] = '\0';
-  *slot = joined;
+/* Adds a line of Access-Control-Request-Headers to the call's list, lines
+ * sent twice joined as one list ("a, b": RFC 9110 5.3) in one buffer of
+ * PC_WEB_CORS_MAX_REQUEST_HEADERS bytes (so many lines cost no more than
+ * one); past that the list is over and none of it is echoed. 0 when the
+ * arena fails. */
+static int keep_cors_headers(pc_GrpcServerCall *s, const char *v, size_t n) {
+  if (s->cors_over) return 1;
+  size_t at = s->cors_headers ? s->cors_len + 2 : 0;
+  if (at > PC_WEB_CORS_MAX_REQUEST_HEADERS || n > PC_WEB_CORS_MAX_REQUEST_HEADERS - at) {
+    s->cors_over = 1;
+    return 1;
+  }
+  if (s->cors_headers == NULL) {
+    s->cors_headers = pc_Arena_Malloc(s->arena, PC_WEB_CORS_MAX_REQUEST_HEADERS + 1);
+    if (s->cors_headers == NULL) return 0;
+  } else {
+    memcpy(s->cors_headers + s->cors_len, ", ", 2);
+  }
+  memcpy(s->cors_headers + at, v, n);
+  s->cors_len = at + n;
+  s->cors_headers[s->cors_len] = '\0';
   return 1;
 }
 
@@ -725,8 +736,7 @@ static int on_header(void *ud, void *call, const nghttp2_frame *frame, const uin
   if (is(name, namelen, "origin") && !keep(s, &s->origin, v, valuelen))
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   if (is(name, namelen, "access-control-request-method")) s->preflight = 1;
-  if (is(name, namelen, "access-control-request-headers") &&
-      !keep_list(s, &s->cors_headers, v, valuelen))
+  if (is(name, namelen, "access-control-request-headers") && !keep_cors_headers(s, v, valuelen))
     return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   /* Connect's headers: metadata too (as for gRPC before), dropped from it
    * once the call is known to be Connect (web_request) */

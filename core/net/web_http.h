@@ -31,6 +31,14 @@
   "Connect-Content-Encoding, Accept-Encoding, Content-Encoding, Grpc-Timeout, X-Grpc-Web, "        \
   "X-User-Agent"
 
+/* Bytes of a preflight's Access-Control-Request-Headers (its field lines
+ * joined as one list) read at most. A longer list is not echoed at all:
+ * the answer allows the fixed headers only (the browser then refuses the
+ * call itself, naming a header), so neither the reading nor the answer
+ * grows with what a client sends (a real browser's list of its request's
+ * header names is far shorter). */
+#define PC_WEB_CORS_MAX_REQUEST_HEADERS 8192
+
 /* Response headers a script may read (cors-go's ExposedHeaders; gRPC-Web's
  * trailers-only status is in headers). */
 #define PC_WEB_CORS_EXPOSE                                                                         \

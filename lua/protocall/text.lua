@@ -14,20 +14,25 @@ local core = require "protocall.core"
 local M = {}
 
 local type, ipairs, tostring, sort, concat = type, ipairs, tostring, table.sort, table.concat
-local format, byte, rep = string.format, string.byte, string.rep
+local format, byte, char, rep, sub = string.format, string.byte, string.char, string.rep, string.sub
 local compat = require "protocall.compat"
 local pack, unpack, u64_decimal, u64_hex = compat.spack, compat.sunpack, compat.u64_decimal, compat.u64_hex
 local huge = math.huge
 
 local ESC = { [10] = "\\n", [13] = "\\r", [9] = "\\t", [34] = '\\"', [39] = "\\'", [92] = "\\\\" }
 
+-- Each byte escape() rewrites, by its escape (a table: gsub looks each up,
+-- with no call per byte); utf8 leaves bytes 128-255 out of the pattern.
+local ESCAPED = {}
+for b = 0, 255 do
+  if b < 32 or b >= 127 or ESC[b] then ESCAPED[char(b)] = ESC[b] or format("\\%03o", b) end
+end
+
+-- The bytes of a string or bytes value escaped at a time.
+local SLICE = 65536
+
 local function escape(s, utf8)
-  return (s:gsub("[%c\"'\\\127-\255]", function(c)
-    local b = byte(c)
-    if ESC[b] then return ESC[b] end
-    if utf8 and b >= 128 then return c end
-    return format("\\%03o", b)
-  end))
+  return (s:gsub(utf8 and "[%c\"'\\]" or "[%c\"'\\\127-\255]", ESCAPED))
 end
 
 local function special(x)
@@ -146,8 +151,18 @@ local function value_text(p, v, out, indent, utf8)
     return
   end
   local s
-  if t == "string" then s = '"' .. escape(v, utf8) .. '"'
-  elseif t == "bytes" then s = '"' .. escape(v, false) .. '"'
+  if t == "string" or t == "bytes" then
+    -- escaped in slices, each its own piece: a string of megabytes makes
+    -- no escaped copy whole (nor the buffer gsub grows to make one)
+    local u = t == "string" and utf8
+    out[#out + 1] = ': "'
+    if #v <= SLICE then
+      out[#out + 1] = escape(v, u)
+    else
+      for i = 1, #v, SLICE do out[#out + 1] = escape(sub(v, i, i + SLICE - 1), u) end
+    end
+    out[#out + 1] = '"' .. nl
+    return
   elseif t == "enum" then s = p.enum[v] or tostring(v)
   else
     local f = scalar[t]
@@ -355,7 +370,7 @@ function M.to_text(m, opts)
   local chunks = {}
   local one_line = opts ~= nil and opts.one_line
   print_to(m, function(s) chunks[#chunks + 1] = s end, opts ~= nil and opts.utf8, one_line)
-  local text = concat(chunks)
+  local text = #chunks == 1 and chunks[1] or concat(chunks) -- (one chunk: not copied again)
   if one_line and text:sub(-1) == " " then text = text:sub(1, -2) end
   return text
 end

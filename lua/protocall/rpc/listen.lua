@@ -569,7 +569,8 @@ end
 -- PATCH, DELETE, a custom verb), the request headers the REST side takes
 -- as metadata (the `rest` option's `headers`, default Authorization) and
 -- each Grpc-Metadata-* header the preflight's
--- Access-Control-Request-Headers names (listener:set_server's routes and
+-- Access-Control-Request-Headers names (none when that list is past 8 KiB:
+-- the answer does not grow with it; listener:set_server's routes and
 -- `rest` option replace them); every response to an allowed Origin carries
 -- Access-Control-Allow-Origin and the exposed headers (grpc-status,
 -- grpc-message, grpc-status-details-bin, ...; a 415's Accept-Post too);

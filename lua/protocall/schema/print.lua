@@ -6,6 +6,7 @@ local message = require "protocall.message"
 local to_text = require("protocall.text").to_text
 
 local format, concat, sort, tostring, pairs = string.format, table.concat, table.sort, tostring, pairs
+local find, sub = string.find, string.sub
 local ipairs = message.ipairs -- repeated fields are containers
 local has = core.has
 
@@ -97,8 +98,18 @@ local function options_of(o)
   -- own): what does not read that way is printed as it is
   o = core.decode(core.type_of(o), core.encode(o)) or o
   local name, inner
-  for line in (to_text(o, { utf8 = true }) .. "\n"):gmatch("(.-)\n") do
+  local text, at = to_text(o, { utf8 = true }), 1
+  while at <= #text do
+    -- one line at a time; a "name: value" line's value is cut from the
+    -- text once (a megabytes-long option is copied no more than that)
+    local eol = find(text, "\n", at, true) or #text + 1
+    local colon = find(text, ": ", at, true)
+    local line = (not colon or colon > eol) and sub(text, at, eol - 1)
+    local value_at = not line and colon + 2
+    line = line or sub(text, at, colon - 1)
+    at = eol + 1
     if inner then
+      if value_at then line = line .. ": " .. sub(text, value_at, eol - 1) end
       if line == "}" then
         list[#list + 1] = { name, #inner == 0 and "{ }" or "{ " .. concat(inner, " ") .. " }" }
         inner = nil
@@ -107,8 +118,9 @@ local function options_of(o)
       end
     elseif line ~= "" then
       local value
-      name, value = line:match("^(%S+): (.*)$")
-      if not name then
+      if value_at and not find(line, "%s") then
+        name, value = line, sub(text, value_at, eol - 1)
+      else
         name = line:match("^(%S+) {$")
         inner = {}
       end
@@ -312,7 +324,10 @@ end
 -- messages): full name -> {kind = "message" | "field" | "extension" |
 -- "oneof" | "enum" | "enum value" | "service" | "method", d = its
 -- descriptor, ...}. An enum value is named both within its enum
--- (pkg.E.V) and as protoc scopes it, beside its enum (pkg.V).
+-- (pkg.E.V) and as protoc scopes it, beside its enum (pkg.V). The type of
+-- a message's group field (pkg.M.Item) and a map field's entry
+-- (pkg.M.LabelsEntry) are that field, `type_of` saying which, as grpcurl
+-- describes them.
 function M.symbols(fds)
   local t, values = {}, {}
   local function walk_enum(prefix, e)
@@ -337,6 +352,14 @@ function M.symbols(fds)
     for _, n in ipairs(d.nested_type) do walk_message(name .. ".", n, syntax) end
     for _, e in ipairs(d.enum_type) do walk_enum(name .. ".", e) end
     walk_extensions(name .. ".", d.extension, d, syntax)
+    -- a group's type, or a map field's entry, stands for its field (grpcurl)
+    for _, f in ipairs(d.field) do
+      local n = group_type(d.nested_type, f) or map_entry(d, f)
+      if n then
+        t[name .. "." .. n.name] = { kind = "field", d = f, parent = d, syntax = syntax,
+          type_of = f.type == 10 and "the type of a group field" or "the entry type for a map field" }
+      end
+    end
   end
   for _, fd in ipairs(fds) do
     local prefix = fd.package ~= "" and fd.package .. "." or ""
@@ -371,9 +394,11 @@ local WHAT = { message = "a message", field = "a field", extension = "an extensi
 --- text = describe(name, sym): symbol `name` (an entry of symbols) as
 -- `protocall describe` prints it: "<name> is <a kind>:" and its .proto
 -- source (an extension in its "extend" block, a group field with its
--- body).
+-- body; a group's type or a map's entry type as "the type of a group
+-- field" or "the entry type for a map field" and that field).
 function M.describe(name, s)
-  local what = (s.kind == "field" or s.kind == "extension") and s.d.type == 10 and "a group field" or WHAT[s.kind]
+  local what = s.type_of
+    or (s.kind == "field" or s.kind == "extension") and s.d.type == 10 and "a group field" or WHAT[s.kind]
   local out = { name .. " is " .. what .. ":" }
   if s.kind == "service" then print_service(out, s.d)
   elseif s.kind == "method" then print_method(out, "", s.d)
@@ -384,7 +409,8 @@ function M.describe(name, s)
   elseif s.kind == "oneof" then print_oneof(out, "", s.d, s.index, s.syntax)
   elseif s.kind == "extension" then print_extends(out, "", s.parent, { s.d }, s.syntax, s.nested)
   else print_field(out, "", s.parent, s.d, s.syntax) end
-  return concat(out, "\n") .. "\n"
+  out[#out + 1] = ""
+  return concat(out, "\n")
 end
 
 return M

@@ -194,4 +194,57 @@ describe("protocall metatables", function()
       assert.are.equal(bytes, pc.encode(root))
     end
   end)
+
+  it("a container kept for a field replaced through the debug library raises where it is used", function()
+    -- (a view's user value for a container, or a standalone message's refs
+    -- entry for it, was taken as the field's container: a number, a file or
+    -- another field's container crashed v.kids = {...} and pc.clear(v))
+    local K = pool:message("hm.C", { { "sub", "hm.C", 1 }, { "kids", "hm.C", 2, repeated = true },
+      { "n", "int32", 3 }, { "m", "map<string,hm.C>", 4 }, { "ids", "int32", 5, repeated = true } })
+    local text = "a message object's user values were replaced through the debug library"
+    local function raises(f, ...)
+      local ok, err = pcall(f, ...)
+      assert.is_false(ok)
+      assert.are.equal(text, (tostring(err):gsub("^[^:]*:%d+: ", "")))
+    end
+    local function uservalue(obj, n)
+      if debug.getfenv then return debug.getfenv(obj)[n] end
+      return (debug.getuservalue(obj, n))
+    end
+    local function set_uservalue(obj, n, value)
+      if debug.getfenv then
+        debug.getfenv(obj)[n] = value
+      else
+        debug.setuservalue(obj, value, n)
+      end
+    end
+    local bytes = pc.encode(K { sub = { kids = { { n = 3 } }, m = { a = { n = 4 } }, ids = { 1 } } })
+    local function index_of(obj, kept) -- the user value holding 'kept'
+      for n = 1, 8 do
+        if rawequal(uservalue(obj, n), kept) then return n end
+      end
+    end
+    for _, field in ipairs({ "kids", "m", "ids" }) do
+      local root = pc.decode(K, bytes)
+      local v = root.sub
+      local others = { 5, io.stdout, v[field == "m" and "kids" or "m"], pc.decode(K, bytes).sub[field] }
+      local n = assert(index_of(v, v[field]))
+      for _, value in ipairs(others) do
+        set_uservalue(v, n, value)
+        raises(function() v[field] = {} end)
+        raises(pc.clear, v, field)
+        assert.are.equal(bytes, pc.encode(root))
+      end
+      raises(pc.clear, v) -- (the fields before it cleared)
+    end
+    -- a standalone message keeps its containers in its refs (its user value 1)
+    local r = K()
+    local _ = r.kids
+    local refs, key = uservalue(r, 1), nil
+    for k, value in pairs(refs) do
+      if rawequal(value, r.kids) then key = k end
+    end
+    refs[assert(key)] = io.stdout
+    raises(function() r.kids = { { n = 2 } } end)
+  end)
 end)

@@ -565,19 +565,20 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
   lua_settop(L, objs - 1);
 }
 
-/* Empties the repeated or map field 'f' keeping its storage for reuse. */
+/* Empties the repeated or map field 'f' keeping its storage for reuse (its
+ * container first: lpc_push_container may raise). */
 static void empty_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f) {
-  pc_Value v = pc_Message_Get(msg, f);
-  if (f->is_map) {
-    if (v.map != NULL) pc_Map_Clear(v.map);
-  } else if (v.a != NULL) {
-    v.a->size = 0;
-  }
   if (!f->is_extension) {
     lpc_push_container(L, obj, msg, f);
     lua_pushnil(L);
     lua_setiuservalue(L, -2, 2);
     lua_pop(L, 1);
+  }
+  pc_Value v = pc_Message_Get(msg, f);
+  if (f->is_map) {
+    if (v.map != NULL) pc_Map_Clear(v.map);
+  } else if (v.a != NULL) {
+    v.a->size = 0;
   }
 }
 

@@ -232,8 +232,9 @@ static void new_container(lua_State *L, int obj, pc_Message *msg, const pc_Field
  * what it keeps is what the anchor's refs would, without an insert into a
  * table that grows with every view of the tree; and those objects are
  * reached through the view alone, so they need live no longer than it.
- * Returns 0 (nothing pushed) when the view has no such user value. 'up' as
- * for new_container. */
+ * Returns 0 (nothing pushed) when the view has no such user value, 2 when
+ * it pushed what the user value kept (a sub-message checked; a container
+ * not: check_kept_container), else 1. 'up' as for new_container. */
 static int push_kept(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f, int uv, int up) {
   pc_Message *sub = NULL;
   if (f->label != kPc_Label_Repeated) {
@@ -251,7 +252,7 @@ static int push_kept(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *
   }
   if (t != LUA_TNIL && (sub == NULL || is_object_of(L, -1, sub))) {
     lpc_pop_uvs(L, uvs);
-    return 1;
+    return 2;
   }
   lua_pop(L, 1);
   if (sub == NULL) {
@@ -280,6 +281,25 @@ static int push_kept(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *
   return 1;
 }
 
+/* Raises (lpc_replaced_error) unless the value on top, what a view's user
+ * value or an anchor's refs (both within the debug library's reach) kept
+ * as the container of field 'f' of 'msg', is that container: a full
+ * userdata of its size with the container metatable, of that very message
+ * and field. A read hands a kept value to Lua unchecked (the VM then calls
+ * the metamethods of what it is); this is for the C callers that use it as
+ * an lpc_Container. */
+static void check_kept_container(lua_State *L, const pc_Message *msg, const pc_FieldDef *f) {
+  const lpc_Container *c = lua_touserdata(L, -1);
+  int ours = lua_type(L, -1) == LUA_TUSERDATA && lua_rawlen(L, -1) == sizeof(lpc_Container) &&
+             lua_getmetatable(L, -1);
+  if (ours) {
+    lua_rawgetp(L, LUA_REGISTRYINDEX, f->is_map ? &lpc_map_mt_key : &lpc_repeated_mt_key);
+    ours = lua_rawequal(L, -1, -2) && c->msg == msg && c->f == f;
+    lua_pop(L, 2);
+  }
+  if (!ours) lpc_replaced_error(L);
+}
+
 /* Pushes the container of repeated or map field 'f' of the message object
  * at 'obj' (of kind 'kind', or 0: found here; 'uv' its lpc_view_uv, or -1:
  * found here): one object per field of a message, kept by a view in its
@@ -287,9 +307,10 @@ static int push_kept(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *
  * slot's address + 1; extensions of any message get a new one each time.
  * User values: 1 the message object, 2 the table of element objects
  * (message elements: index or key -> the object the slot points to), or
- * nil. */
+ * nil. With 'take' (the caller uses it as an lpc_Container) a kept one is
+ * checked (check_kept_container). */
 static void push_container(lua_State *L, int obj, int kind, pc_Message *msg, const pc_FieldDef *f,
-                           int uv) {
+                           int uv, int take) {
   obj = lua_absindex(L, obj);
   if (f->is_extension) {
     new_container(L, obj, msg, f, 0, 0);
@@ -298,7 +319,9 @@ static void push_container(lua_State *L, int obj, int kind, pc_Message *msg, con
   if (kind == 0) kind = kind_of_object(L, obj, msg);
   if (kind == kLpc_View) {
     if (uv < 0) uv = lpc_view_uv(f);
-    if (uv > 0 && push_kept(L, obj, msg, f, uv, 0)) return;
+    int kept = uv > 0 ? push_kept(L, obj, msg, f, uv, 0) : 0;
+    if (kept == 2 && take) check_kept_container(L, msg, f);
+    if (kept) return;
   }
   const void *key = (const char *)pc_Message_Slot(msg, f) + 1;
   int a = lpc_push_anchor_of(L, obj, kind);
@@ -308,13 +331,15 @@ static void push_container(lua_State *L, int obj, int kind, pc_Message *msg, con
     new_container(L, obj, msg, f, uv, 0);
     lua_pushvalue(L, -1);
     lua_rawsetp(L, a + 1, key);
+  } else if (take) {
+    check_kept_container(L, msg, f);
   }
   lua_replace(L, a);
   lua_settop(L, a);
 }
 
 void lpc_push_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f) {
-  push_container(L, obj, 0, msg, f, -1);
+  push_container(L, obj, 0, msg, f, -1, 1);
 }
 
 /* Pushes the value of field 'f' of the message object at 'obj' (of kind
@@ -322,7 +347,7 @@ void lpc_push_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDe
 static void push_field(lua_State *L, int obj, int kind, pc_Message *msg, const pc_FieldDef *f,
                        int uv) {
   if (f->label == kPc_Label_Repeated) {
-    push_container(L, obj, kind, msg, f, uv);
+    push_container(L, obj, kind, msg, f, uv, 0);
   } else if (f->message != NULL) {
     obj = lua_absindex(L, obj);
     if (kind == 0) kind = kind_of_object(L, obj, msg);

@@ -373,7 +373,8 @@ pc_Message *lpc_new_standalone(lua_State *L, const pc_MessageDef *def, int mt);
  * a string, message, repeated or map field, or extension ranges. */
 int lpc_standalone_uv(const pc_MessageDef *def);
 /* Pushes the container object of repeated or map field 'f' of the message
- * object at 'obj'. */
+ * object at 'obj', raising (lpc_replaced_error) unless what the object kept
+ * for it is that container (the debug library can replace it). */
 void lpc_push_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f);
 void lpc_push_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f);
 const pc_FieldDef *lpc_lookup_slow(lua_State *L, const pc_MessageDef *def, int key);

@@ -247,4 +247,33 @@ describe("protocall metatables", function()
     refs[assert(key)] = io.stdout
     raises(function() r.kids = { { n = 2 } } end)
   end)
+
+  it("a container whose message object the debug library replaced raises on a write", function()
+    -- (its user value 1 was taken as a message object: c[k] = v crashed under Lua 5.4)
+    local K = pool:message("hm.D", { { "sub", "hm.D", 1 }, { "kids", "hm.D", 2, repeated = true },
+      { "n", "int32", 3 }, { "m", "map<string,hm.D>", 4 }, { "ids", "int32", 5, repeated = true } })
+    local text = "a message object's user values were replaced through the debug library"
+    local function raises(f, ...)
+      local ok, err = pcall(f, ...)
+      assert.is_false(ok)
+      assert.are.equal(text, (tostring(err):gsub("^[^:]*:%d+: ", "")))
+    end
+    local function set_uservalue(obj, n, value)
+      if debug.getfenv then
+        debug.getfenv(obj)[n] = value
+      else
+        debug.setuservalue(obj, value, n)
+      end
+    end
+    local bytes = pc.encode(K { sub = { kids = { { n = 3 } }, m = { a = { n = 4 } }, ids = { 1 } } })
+    for _, value in ipairs({ {}, 5, io.stdout, K {} }) do
+      local root = pc.decode(K, bytes)
+      local m, kids, ids = root.sub.m, root.sub.kids, root.sub.ids
+      for _, c in ipairs({ m, kids, ids }) do set_uservalue(c, 1, value) end
+      raises(function() m.z = K { n = 2 } end)
+      raises(function() kids[2] = K { n = 2 } end)
+      raises(function() ids[2] = 7 end)
+      assert.are.equal(bytes, pc.encode(root))
+    end
+  end)
 end)

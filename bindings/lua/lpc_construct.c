@@ -906,8 +906,7 @@ int lpc_repeated_newindex(lua_State *L) {
     v.m = elem_object(L, f, 3, c->msg, &visited, &at); /* at 4 */
   else
     v = lpc_check_scalar_lax(L, f, f->full_name, 3); /* checked by check_elem */
-  lua_getiuservalue(L, 1, 1);
-  int a = lpc_push_anchor(L, -1);
+  int a = lpc_push_container_anchor(L, 1);
   lpc_ArenaBox *h = lpc_anchor_arena(L, a);
   int keep = kept_string(f, f); /* the element points into the string at 3 */
   if ((f->type == kPc_Type_String || f->type == kPc_Type_Bytes) && !keep &&
@@ -952,8 +951,7 @@ int lpc_map_newindex(lua_State *L) {
     v.m = elem_object(L, vf, 3, c->msg, &visited, &at); /* at 4 */
   else
     v = lpc_check_scalar_lax(L, vf, f->full_name, 3);
-  lua_getiuservalue(L, 1, 1);
-  int a = lpc_push_anchor(L, -1);
+  int a = lpc_push_container_anchor(L, 1);
   lpc_ArenaBox *h = lpc_anchor_arena(L, a);
   if ((vf->type == kPc_Type_String || vf->type == kPc_Type_Bytes) && !keep_value &&
       !pc_StringView_Copy(&v.s, v.s.data, v.s.size, h->arena))

@@ -563,6 +563,14 @@ void lpc_push_elem_key(lua_State *L, int c, int key) {
 
 /* Remembers the message object at 'v' (or forgets, when nil) as element
  * 'key' (a stack index) of the container at 'c'. */
+int lpc_push_container_anchor(lua_State *L, int c) {
+  lpc_Container *cont = lua_touserdata(L, c);
+  lpc_get_known_uv(L, c, 1);
+  if (!is_object_of(L, -1, cont->msg)) lpc_replaced_error(L);
+  if (cont->kind == 0) cont->kind = kind_of_object(L, -1, cont->msg);
+  return lpc_push_anchor_of(L, -1, cont->kind);
+}
+
 void lpc_keep_elem(lua_State *L, int c, int key, int v) {
   c = lua_absindex(L, c);
   key = lua_absindex(L, key);
@@ -570,8 +578,7 @@ void lpc_keep_elem(lua_State *L, int c, int key, int v) {
   const lpc_Container *cont = lua_touserdata(L, c);
   if (cont->f->is_extension) { /* no remembered container: keep by address */
     if (lua_isnil(L, v)) return;
-    lua_getiuservalue(L, c, 1);
-    int a = lpc_push_anchor(L, -1);
+    int a = lpc_push_container_anchor(L, c);
     lpc_set_ref(L, a, lpc_to_message(L, v, NULL), v);
     lua_settop(L, a - 2);
     return;
@@ -627,10 +634,7 @@ void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int k
     }
     elems = lua_gettop(L);
   }
-  lpc_get_known_uv(L, c, 1);
-  if (!is_object_of(L, -1, cont->msg)) lpc_replaced_error(L); /* (replaced: the debug library) */
-  if (cont->kind == 0) cont->kind = kind_of_object(L, -1, cont->msg);
-  int a = lpc_push_anchor_of(L, -1, cont->kind);
+  int a = lpc_push_container_anchor(L, c);
   if (elems == 0) {
     push_submessage(L, a, ef->message, v.m, v.m);
     lua_replace(L, a - 1);

@@ -395,6 +395,11 @@ void lpc_push_elem_key(lua_State *L, int c, int key);
  * objects: the container's size is untrusted (decoded). */
 enum { kLpc_ElemsPresize = 64 };
 void lpc_keep_elem(lua_State *L, int c, int key, int v);
+/* Pushes the message object of the container at 'c' (absolute; its user
+ * value 1) and then its anchor, raising (lpc_replaced_error) unless the
+ * object is the container's message object and the anchor an anchor (the
+ * debug library can replace either); returns the anchor's index. */
+int lpc_push_container_anchor(lua_State *L, int c);
 void lpc_push_elem(lua_State *L, int c, const pc_FieldDef *ef, pc_Value v, int key);
 /* The container at 'idx' of metatable 'mt' (LPC_REPEATED_MT, LPC_MAP_MT);
  * quicker in the container metamethods, which hold their metatable as

@@ -1458,6 +1458,15 @@ describe("messages", function()
       assert.are.same(pc.to_table(want), pc.to_table(d))
     end)
 
+    it("pc.merge from a message whose list holds a message the merge writes into merges what it was before", function()
+      -- (one walk of src looks for every message merge writes into, in its lists too)
+      local a = Shape { next = { next = { kids = { { name = "1" } } } } }
+      local b = Shape { kids = { a.next.next }, next = { next = { kids = { { name = "2" } } } } }
+      local want = pc.decode(Shape, pc.encode(a) .. pc.encode(b))
+      pc.merge(a, b)
+      assert.are.same(pc.to_table(want), pc.to_table(a))
+    end)
+
     it("pc.merge merges sub-messages set on both sides at every level", function()
       -- (the nested merge once took its objects from stack slots its own
       -- pushes had moved: a crash under LuaJIT, a use after free under ASan)

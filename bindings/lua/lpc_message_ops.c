@@ -238,33 +238,108 @@ static void merge(lua_State *L, int dst, int src) {
   lua_settop(L, a - 1);
 }
 
-/* Whether merge(dst 'd', src 's' of 'def') writes into a message of the
- * tree of 'root' (of 'rdef'; 'd' itself not asked). It writes into 'd' and,
- * at each singular message field or extension set on both sides, into the
- * one of 'd' (merged through its object, see merge): a walk along 's', so a
- * small 'src' costs little whatever 'dst' holds. Elements of repeated and map
- * fields are appended or replaced, never written into; 's' nests no deeper
- * than PC_MESSAGE_MAX_DEPTH (checked before), nor does this walk. */
-static int merges_into(const pc_Message *d, const pc_Message *s, const pc_MessageDef *def,
-                       const pc_Message *root, const pc_MessageDef *rdef) {
+/* The messages merge(dst 'd', src 's' of 'def') writes into besides 'd':
+ * at each singular message field or extension set on both sides, the one
+ * of 'd' (merged through its object, see merge), and so on down along 's'
+ * (at most as many as 's' holds). Elements of repeated and map fields are
+ * appended or replaced, never written into. Returns how many (stored into
+ * 'out' when not NULL), or -1 past PC_MESSAGE_MAX_DEPTH levels. */
+static ptrdiff_t merge_targets(const pc_Message *d, const pc_Message *s, const pc_MessageDef *def,
+                               const pc_Message **out, int depth) {
+  if (depth > PC_MESSAGE_MAX_DEPTH) return -1;
+  ptrdiff_t n = 0;
   for (uint32_t i = 0; i < def->field_count; i++) {
     const pc_FieldDef *f = &def->fields[i];
     if (f->slot != kPc_Slot_Message || !pc_Message_Has(s, f) || !pc_Message_Has(d, f)) continue;
     const pc_Message *w = pc_Message_Get(d, f).m;
-    if (pc_Message_Contains(root, rdef, w) != 0 ||
-        merges_into(w, pc_Message_Get(s, f).m, f->message, root, rdef))
-      return 1;
+    if (out != NULL) out[n] = w;
+    ptrdiff_t r = merge_targets(w, pc_Message_Get(s, f).m, f->message,
+                                out != NULL ? out + n + 1 : NULL, depth + 1);
+    if (r < 0) return -1;
+    n += 1 + r;
   }
-  size_t n;
-  const pc_Extension *e = pc_Message_Extensions(s, &n);
-  for (size_t i = 0; i < n; i++) {
+  size_t count;
+  const pc_Extension *e = pc_Message_Extensions(s, &count);
+  for (size_t i = 0; i < count; i++) {
     const pc_FieldDef *f = e[i].field;
     if (f->message == NULL || f->label == kPc_Label_Repeated || e[i].value.m == NULL) continue;
     const pc_Value *v = pc_Message_GetExtension(d, f);
     if (v == NULL) continue;
-    if (pc_Message_Contains(root, rdef, v->m) != 0 ||
-        merges_into(v->m, e[i].value.m, f->message, root, rdef))
-      return 1;
+    if (out != NULL) out[n] = v->m;
+    ptrdiff_t r =
+        merge_targets(v->m, e[i].value.m, f->message, out != NULL ? out + n + 1 : NULL, depth + 1);
+    if (r < 0) return -1;
+    n += 1 + r;
+  }
+  return n;
+}
+
+/* What walk_src looks for: 'dst' itself, and the messages merge writes
+ * into, in an open-addressing set of 'mask' + 1 slots (a power of two, at
+ * least twice as many; empty slots NULL). */
+typedef struct {
+  const pc_Message *dst;
+  const pc_Message **targets;
+  size_t mask;
+  int aliased; /* a target was found */
+} SrcWalk;
+
+static size_t target_slot(const SrcWalk *w, const pc_Message *m) {
+  return (size_t)(((uintptr_t)m >> 3) * (uintptr_t)0x9E3779B97F4A7C15u >> 7) & w->mask;
+}
+
+static void add_target(SrcWalk *w, const pc_Message *m) {
+  size_t i = target_slot(w, m);
+  while (w->targets[i] != NULL && w->targets[i] != m) i = (i + 1) & w->mask;
+  w->targets[i] = m;
+}
+
+static int is_target(const SrcWalk *w, const pc_Message *m) {
+  for (size_t i = target_slot(w, m); w->targets[i] != NULL; i = (i + 1) & w->mask)
+    if (w->targets[i] == m) return 1;
+  return 0;
+}
+
+/* One walk of the tree of 'msg' (of 'm'; itself included) as
+ * pc_Message_Contains walks it (sub-messages, repeated messages, map values,
+ * extensions): 1 as soon as it meets 'dst', 2 past PC_MESSAGE_MAX_DEPTH
+ * levels, else 0, 'aliased' set when it met a target. */
+static int walk_src(const pc_Message *msg, const pc_MessageDef *m, SrcWalk *w, int depth) {
+  if (depth > PC_MESSAGE_MAX_DEPTH) return 2;
+  if (msg == w->dst) return 1;
+  if (!w->aliased && w->targets != NULL && is_target(w, msg)) w->aliased = 1;
+  for (uint32_t i = 0; i < m->field_count; i++) {
+    const pc_FieldDef *f = &m->fields[i];
+    if (f->message == NULL || !pc_Message_Has(msg, f)) continue;
+    pc_Value v = pc_Message_Get(msg, f);
+    int r = 0;
+    if (f->slot == kPc_Slot_Message) {
+      r = walk_src(v.m, f->message, w, depth + 1);
+    } else if (f->slot == kPc_Slot_Array && v.a != NULL) {
+      for (size_t j = 0; j < v.a->size && !r; j++)
+        r = walk_src(pc_Array_Get(v.a, j, kPc_Slot_Message).m, f->message, w, depth + 1);
+    } else if (f->slot == kPc_Slot_Map && v.map != NULL) {
+      const pc_FieldDef *vf = pc_FieldDef_MapValue(f);
+      if (vf->message == NULL) continue;
+      for (size_t j = 0; j < v.map->size && !r; j++)
+        if (v.map->entries[j].value.m)
+          r = walk_src(v.map->entries[j].value.m, vf->message, w, depth + 1);
+    }
+    if (r) return r;
+  }
+  size_t n;
+  const pc_Extension *e = pc_Message_Extensions(msg, &n);
+  for (size_t i = 0; i < n; i++) {
+    const pc_FieldDef *f = e[i].field;
+    if (f->message == NULL) continue;
+    int r = 0;
+    if (f->label != kPc_Label_Repeated) {
+      if (e[i].value.m) r = walk_src(e[i].value.m, f->message, w, depth + 1);
+    } else {
+      for (size_t j = 0; e[i].value.a && j < e[i].value.a->size && !r; j++)
+        r = walk_src(pc_Array_Get(e[i].value.a, j, kPc_Slot_Message).m, f->message, w, depth + 1);
+    }
+    if (r) return r;
   }
   return 0;
 }
@@ -279,12 +354,28 @@ static int lpc_message_merge(lua_State *L) {
                   sd->full_name,
                   strcmp(dd->full_name, sd->full_name) == 0 ? " of another pool" : "");
   if (d == s) return 0;
-  /* Merging keeps the levels: 'src' may nest as deep as any message. */
-  int r = pc_Message_Contains(s, sd, d);
+  /* Merging keeps the levels: 'src' may nest as deep as any message. One
+   * walk of 'src' answers both questions: does it hold 'dst', and does it
+   * hold a message merge writes into (collected first, a walk along the
+   * overlap of the two). */
+  SrcWalk w = {d, NULL, 0, 0};
+  ptrdiff_t n = merge_targets(d, s, dd, NULL, 0);
+  if (n > 0) {
+    size_t cap = 4;
+    while (cap < 2 * (size_t)n) cap *= 2;
+    const pc_Message **found = lua_newuserdatauv(L, (size_t)n * sizeof *found, 0);
+    merge_targets(d, s, dd, found, 0);
+    w.targets = lua_newuserdatauv(L, cap * sizeof *w.targets, 0);
+    memset(w.targets, 0, cap * sizeof *w.targets);
+    w.mask = cap - 1;
+    for (ptrdiff_t i = 0; i < n; i++) add_target(&w, found[i]);
+  }
+  int r = n < 0 ? 2 : walk_src(s, sd, &w, 0);
   if (r == 1) lpc_msg_error(L, "%s: a message cannot contain itself", dd->full_name);
   if (r == 2)
     lpc_msg_error(L, "%s: messages nested deeper than %d", dd->full_name, PC_MESSAGE_MAX_DEPTH);
-  if (merges_into(d, s, dd, s, sd)) {
+  lua_settop(L, 2);
+  if (w.aliased) {
     /* merging would change 'src' while it is read: merged from a copy */
     push_copy(L, s, sd);
     lua_replace(L, 2);

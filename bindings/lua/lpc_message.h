@@ -286,9 +286,12 @@ void lpc_pace(lua_State *L, lpc_ArenaBox *h);
 int lpc_push_anchor(lua_State *L, int idx);
 /* The debug library can replace the user values of a view or a container
  * (debug.setfenv under LuaJIT, debug.setuservalue): what is read from them
- * and then used as an object (an anchor, a container's message object) is
- * checked where a new object is made or memory is written, never on a read
- * of a kept one; lpc_replaced_error raises. */
+ * and then used as an object (an anchor, a container's message object, a
+ * view's kept container) is checked where a new object is made or memory is
+ * written, never on a read of a kept one; lpc_replaced_error raises. (What
+ * keeps memory alive cannot be checked so: a view whose user value 1, or a
+ * standalone message whose refs, were replaced may lose its memory to the
+ * collector, and a read of it is then a read of freed memory.) */
 _Noreturn void lpc_replaced_error(lua_State *L);
 void lpc_push_view_anchor(lua_State *L, int idx);
 /* Raises unless the value at 'a', an anchor read from a view's user value

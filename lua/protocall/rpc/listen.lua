@@ -599,7 +599,8 @@ end
 -- string: a bug) is answered UNKNOWN "<method>: unexpected error in the
 -- handler" in every protocol, REST included, and `opts.log(text)` is
 -- called with "<method>: <the error's text>" and the traceback where it
--- was raised on the lines after (default: "pc.listen: TEXT" on stderr).
+-- was raised on the lines after (default: "pc.listen: TEXT" on stderr; a
+-- `log` that raises has its error and the text written there instead).
 -- Serve with `listener:serve()`.
 function M.listen(server, address, opts)
   if not is_server(server) then

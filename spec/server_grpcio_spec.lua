@@ -96,7 +96,7 @@ local EXPECTED = table.concat({
   "bidi 0802,0804",
   "fail FAILED_PRECONDITION not now",
   "unknown UNIMPLEMENTED unknown method /srv.Calc/Nope",
-  "crash UNKNOWN srv.Calc.Add: boom",
+  "crash UNKNOWN srv.Calc.Add: unexpected error in the handler",
   "deadline DEADLINE_EXCEEDED",
   "pushback UNAVAILABLE busy 300 waited",
   "stop UNAVAILABLE -1",

@@ -17,6 +17,7 @@ service Calc { rpc Add(Point) returns (Point); }
 ]], { name = "web/calc.proto" }))
 local server = pc.server({ ["web.Calc"] = { Add = function(p)
   if p.x == 13 then local t = ({})[p.x]; return t.x end -- a bug: a runtime error
+  if p.x == 14 then error(setmetatable({}, { __tostring = function() error("no words") end })) end
   return { x = p.x + p.y }
 end } }, { pool = pool })
 
@@ -135,6 +136,30 @@ describe("pc.listen, a handler's runtime error", function()
       assert.matches("^web%.Calc%.Add: spec/server_web_spec%.lua:19: attempt to index [^\n]*local 't'[^\n]*\n"
         .. "stack traceback:\n", text)
     end
+  end)
+
+  it("is UNKNOWN when the raised value's __tostring raises, or the log option raises", function()
+    local logged = {}
+    serving(function(port)
+      local t = pc.grpc("http://127.0.0.1:" .. port, { protocol = "grpc" })
+      local c = pc.client("web.Calc", { transport = t, pool = pool })
+      local ok, err = pcall(c.Add, c, { x = 14 })
+      assert.is_false(ok)
+      assert.equals("UNKNOWN", err.code)
+      assert.equals(GENERIC, err.message)
+      t:close()
+    end, opts(logged))
+    assert.equals(1, #logged)
+    assert.matches("^web%.Calc%.Add: handler raised a table: %(its __tostring raised: [^\n]*no words%)\n", logged[1])
+    serving(function(port)
+      local t = pc.grpc("http://127.0.0.1:" .. port, { protocol = "connect" })
+      local c = pc.client("web.Calc", { transport = t, pool = pool })
+      local ok, err = pcall(c.Add, c, { x = 13 })
+      assert.is_false(ok)
+      assert.equals("UNKNOWN", err.code)
+      assert.equals(GENERIC, err.message)
+      t:close()
+    end, { log = function() error("log down") end })
   end)
 
   if not have_curl() then return end

@@ -148,9 +148,16 @@ Listener.__index = Listener
 -- Logs with the listener's `log` what a handler of method `info` raised
 -- when it is not a pc.Error (rpc/server.lua log_text; `trace`: invoke's
 -- traceback); REST calls (rpc/rest.lua) too.
+-- A `log` that raises does not change the call's answer: its error and
+-- the text go to stderr.
 function Listener:log_failure(info, raised, trace)
   local text = rpc_server.log_text(info, raised, trace)
-  if text then self.log(text) end
+  if not text then return end
+  local ok, err = pcall(self.log, text)
+  if not ok then
+    local shown = type(err) == "string" and err or type(err)
+    log_stderr("the log option raised (" .. shown .. ") logging: " .. text)
+  end
 end
 
 -- Ends `call` with what its handler of method `info` raised, as
@@ -592,7 +599,8 @@ end
 -- string: a bug) is answered UNKNOWN "<method>: unexpected error in the
 -- handler" in every protocol, REST included, and `opts.log(text)` is
 -- called with "<method>: <the error's text>" and the traceback where it
--- was raised on the lines after (default: "pc.listen: TEXT" on stderr).
+-- was raised on the lines after (default: "pc.listen: TEXT" on stderr; a
+-- `log` that raises has its error and the text written there instead).
 -- Serve with `listener:serve()`.
 function M.listen(server, address, opts)
   if not is_server(server) then

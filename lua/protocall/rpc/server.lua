@@ -17,7 +17,7 @@ local refusal = require("protocall.validate").refusal
 local type, error, pairs, tostring, getmetatable, setmetatable =
   type, error, pairs, tostring, getmetatable, setmetatable
 local format, floor, mtype = string.format, math.floor, compat.mtype
-local xpcall, traceback = xpcall, debug.traceback
+local xpcall, pcall, traceback = xpcall, pcall, debug.traceback
 local is_initialized = core.is_initialized
 local Error, status = errors.Error, errors.status
 local encode, decode, type_of, is_message, coerce, protect = core.encode, core.decode, core.type_of,
@@ -369,10 +369,19 @@ end
 --- text = log_text(info, raised, trace): the line a server logs when a
 -- handler of method `info` raised `raised`, or nil for a pc.Error (a
 -- deliberate status, the client's whole): "<method>: <the error's text>"
--- and the traceback `trace` (invoke's; nil: none) on the lines after.
+-- and the traceback `trace` (invoke's; nil: none) on the lines after. A
+-- value whose __tostring raises is named by its type and that error.
 function M.log_text(info, raised, trace)
   if getmetatable(raised) == Error then return nil end
-  local text = type(raised) == "string" and raised or ("handler raised a " .. type(raised) .. ": " .. tostring(raised))
+  local text = raised
+  if type(raised) ~= "string" then
+    local ok, shown = pcall(tostring, raised)
+    if not ok or type(shown) ~= "string" then
+      ok, shown = pcall(tostring, shown)
+      shown = "(its __tostring raised: " .. (ok and type(shown) == "string" and shown or "?") .. ")"
+    end
+    text = "handler raised a " .. type(raised) .. ": " .. shown
+  end
   return info.full_name .. ": " .. text .. (trace and "\n" .. trace or "")
 end
 

@@ -976,6 +976,24 @@ describe("xDS", function()
       pc.run()
     end)
 
+    it("never takes a resource not to exist while the management server takes the connection and never speaks "
+      .. "HTTP/2 (gRFC A57: the channel is not READY before its SETTINGS)", function()
+      xds_client.RESOURCE_TIMEOUT = 0.05
+      local hole = helper.spawn("silent")
+      pc.spawn(function()
+        local t = pc.grpc("xds:///hole", { xds_bootstrap = ([[{"xds_servers": [{"server_uri": "127.0.0.1:%d",
+          "channel_creds": [{"type": "insecure"}]}], "node": {"id": "n"}}]]):format(hole.port) })
+        local ok, e = pcall(t.unary, t, "/x.Y/Z", "", { timeout = 0.5 })
+        local state = select(2, t.client:get("LDS", "hole"))
+        t:close()
+        helper.stop(hole)
+        assert.is_false(ok)
+        assert.are.equal("DEADLINE_EXCEEDED", e.code, tostring(e.message))
+        assert.are.equal("unknown", state)
+      end)
+      pc.run()
+    end)
+
     it("takes a listener not to exist when the management server answers nothing at all (the timer starts once "
       .. "the request went out, gRFC A27, A57)", function()
       -- (a server owes no response while nothing asked for exists: the timer started at the

@@ -612,6 +612,8 @@ describe("xDS", function()
       assert.is_nil(check("EDS", cla { loc(ep("fe80::1%1")), loc(ep("fe80::1%2")), loc(ep("fe80::1")) }))
       assert.are.equal("fe80::1%1", xds_client.endpoint_host("fe80::1%lo"))
       assert.are.equal("fe80::1", xds_client.endpoint_host("fe80::1"))
+      -- an interface gone since the check: the address as written (its connection fails naming it)
+      assert.are.equal("fe80::1%no-such-if0", xds_client.endpoint_host("fe80::1%no-such-if0"))
     end)
 
     -- grpc-core's ResolvedAddressSet compares the sockaddr: family, binary address, port

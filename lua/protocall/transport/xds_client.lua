@@ -473,11 +473,17 @@ end
 -- (one CHECK.EDS took) as the connection is made to it: the zone of an
 -- IPv6 address as its scope index ("fe80::1%eth0" -> "fe80::1%2"), which
 -- getaddrinfo takes for any address (glibc takes a name for a link-local
--- one alone).
+-- one alone). An interface gone since CHECK.EDS took its name keeps the
+-- address as written: connecting to it then fails naming that zone, as
+-- grpc-core's sockaddr, whose scope index was read at parse time, fails to
+-- connect once its interface is gone; the endpoint stays one of the
+-- cluster's (not dropped from its weights and ring), and works again
+-- should the interface come back.
 function M.endpoint_host(address)
   local head, zone = address:match("^([^%%]*)%%(.*)$")
   if head == nil then return address end
-  return head .. "%" .. zone_index(zone)
+  local index = zone_index(zone)
+  return index and head .. "%" .. index or address
 end
 
 -- The key an endpoint address is compared by, as grpc-core's

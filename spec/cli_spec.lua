@@ -993,6 +993,46 @@ service S {
       .. '  optional string s = 2 [default = "caf\\303\\251 \\377"];\n}\n', out)
   end)
 
+  it("prints a group or map field as one only when its type is its own nested message by full name and, for a "
+    .. "group, its name lower-cased (protoc's rule): a descriptor set's other group field is a plain field", function()
+    local pc = require "protocall"
+    local pool = pc.pool()
+    assert(pool:load([[syntax = "proto2"; package x;
+      message O { message G { optional int32 other_field = 1; } map<string, int32> labels = 1; }
+      message D {
+        optional group G = 1 { optional int32 inner = 2; }
+        map<string, int32> labels = 4;
+        repeated O.G many = 5;
+        optional group Item = 6 { optional int32 v = 7; }
+      }]], { name = "x.proto" }))
+    local fd = pool:file_descriptor("x.proto")
+    local d = fd.message_type[2]
+    d.field[1].type_name = ".x.O.G" -- a group field whose type is another G
+    d.field[3].type_name = ".x.O.LabelsEntry" -- another message's entry of the same name
+    d.field[4].name, d.field[4].json_name = "thing", "thing" -- not Item's name lower-cased
+    local set = write_tmp(pc.encode(pool:type("google.protobuf.FileDescriptorSet") { file = { fd } }))
+    local out, err, code = run(BIN .. " describe -protoset " .. set .. " x.D")
+    local out2, err2, code2 = run(BIN .. " describe -protoset " .. set .. " x.D.G")
+    os.remove(set)
+    assert.are.equal(0, code, err)
+    assert.are.equal(table.concat({
+      "x.D is a message:",
+      "message D {",
+      "  optional .x.O.G g = 1;",
+      "  map<string, int32> labels = 4;",
+      "  repeated .x.O.LabelsEntry many = 5;",
+      "  optional .x.D.Item thing = 6;",
+      "  message G {",
+      "    optional int32 inner = 2;",
+      "  }",
+      "  message Item {",
+      "    optional int32 v = 7;",
+      "  }",
+      "}", "" }, "\n"), out)
+    assert.are.equal(0, code2, err2)
+    assert.are.equal("x.D.G is a message:\nmessage G {\n  optional int32 inner = 2;\n}\n", out2)
+  end)
+
   it("quotes a descriptor set's default that does not parse escaped, a line break and all", function()
     local pc = require "protocall"
     local pool = pc.pool()

@@ -1863,6 +1863,25 @@ return { ["d.S"] = { M = function(p) return p end } }
     assert(ok, e)
   end)
 
+  it("refuses a request document over 4 MiB from standard input or a file, -max-time or not (no endless "
+    .. "buffering of endless input)", function()
+    local big = write_tmp(('{"x": 1}' .. (" "):rep(4096)):rep(1025))
+    local want = " the request document is over 4194304 bytes (4 MiB, gRPC's default maximum message size)\n"
+    for _, case in ipairs {
+      { "-max-time 30 -d @", "head -c 100000000 /dev/zero | ", "standard input:" },
+      { "-d @", "head -c 100000000 /dev/zero | ", "standard input:" },
+      { "-max-time 30 -d @", "cat " .. big .. " | ", "standard input:" },
+      { "-d @" .. big, "", big .. ":" },
+    } do
+      local out, err, code = run(case[2] .. BIN .. " call -plaintext " .. ROUTE .. " " .. case[1]
+        .. " 127.0.0.1:1 demo.Router/Measure")
+      assert.are.equal("protocall call: " .. case[3] .. want, err, case[1])
+      assert.are.equal(1, code)
+      assert.are.equal("", out)
+    end
+    os.remove(big)
+  end)
+
   it("says standard input is closed before connecting (a connection would take its descriptor)", function()
     local out, err, code = run(BIN .. " call -plaintext " .. ROUTE .. " -d @ 127.0.0.1:1 demo.Router/Follow <&-")
     assert.are.equal(1, code, err)

@@ -993,6 +993,46 @@ service S {
       .. '  optional string s = 2 [default = "caf\\303\\251 \\377"];\n}\n', out)
   end)
 
+  it("prints a group or map field as one only when its type is its own nested message by full name and, for a "
+    .. "group, its name lower-cased (protoc's rule): a descriptor set's other group field is a plain field", function()
+    local pc = require "protocall"
+    local pool = pc.pool()
+    assert(pool:load([[syntax = "proto2"; package x;
+      message O { message G { optional int32 other_field = 1; } map<string, int32> labels = 1; }
+      message D {
+        optional group G = 1 { optional int32 inner = 2; }
+        map<string, int32> labels = 4;
+        repeated O.G many = 5;
+        optional group Item = 6 { optional int32 v = 7; }
+      }]], { name = "x.proto" }))
+    local fd = pool:file_descriptor("x.proto")
+    local d = fd.message_type[2]
+    d.field[1].type_name = ".x.O.G" -- a group field whose type is another G
+    d.field[3].type_name = ".x.O.LabelsEntry" -- another message's entry of the same name
+    d.field[4].name, d.field[4].json_name = "thing", "thing" -- not Item's name lower-cased
+    local set = write_tmp(pc.encode(pool:type("google.protobuf.FileDescriptorSet") { file = { fd } }))
+    local out, err, code = run(BIN .. " describe -protoset " .. set .. " x.D")
+    local out2, err2, code2 = run(BIN .. " describe -protoset " .. set .. " x.D.G")
+    os.remove(set)
+    assert.are.equal(0, code, err)
+    assert.are.equal(table.concat({
+      "x.D is a message:",
+      "message D {",
+      "  optional .x.O.G g = 1;",
+      "  map<string, int32> labels = 4;",
+      "  repeated .x.O.LabelsEntry many = 5;",
+      "  optional .x.D.Item thing = 6;",
+      "  message G {",
+      "    optional int32 inner = 2;",
+      "  }",
+      "  message Item {",
+      "    optional int32 v = 7;",
+      "  }",
+      "}", "" }, "\n"), out)
+    assert.are.equal(0, code2, err2)
+    assert.are.equal("x.D.G is a message:\nmessage G {\n  optional int32 inner = 2;\n}\n", out2)
+  end)
+
   it("quotes a descriptor set's default that does not parse escaped, a line break and all", function()
     local pc = require "protocall"
     local pool = pc.pool()
@@ -1821,6 +1861,25 @@ return { ["d.S"] = { M = function(p) return p end } }
     h4.close()
     os.execute("kill " .. pid)
     assert(ok, e)
+  end)
+
+  it("refuses a request document over 4 MiB from standard input or a file, -max-time or not (no endless "
+    .. "buffering of endless input)", function()
+    local big = write_tmp(('{"x": 1}' .. (" "):rep(4096)):rep(1025))
+    local want = " the request document is over 4194304 bytes (4 MiB, gRPC's default maximum message size)\n"
+    for _, case in ipairs {
+      { "-max-time 30 -d @", "head -c 100000000 /dev/zero | ", "standard input:" },
+      { "-d @", "head -c 100000000 /dev/zero | ", "standard input:" },
+      { "-max-time 30 -d @", "cat " .. big .. " | ", "standard input:" },
+      { "-d @" .. big, "", big .. ":" },
+    } do
+      local out, err, code = run(case[2] .. BIN .. " call -plaintext " .. ROUTE .. " " .. case[1]
+        .. " 127.0.0.1:1 demo.Router/Measure")
+      assert.are.equal("protocall call: " .. case[3] .. want, err, case[1])
+      assert.are.equal(1, code)
+      assert.are.equal("", out)
+    end
+    os.remove(big)
   end)
 
   it("says standard input is closed before connecting (a connection would take its descriptor)", function()

@@ -772,7 +772,13 @@ describe("protocall gateway refusing to start", function()
       ['{"rules": 5}'] = ":1:11: http rules: $.rules: array expected, got a number",
       -- a rule named from 1, as a selector's error names it (below), its JSON path from 0
       ['{"rules": [{}, {"get": 5}]}'] = ":1:24: http rules: rule 2: $.rules[1].get: string expected",
-      ['{\n  "rules": [\n    {"get": 5}]}'] = ":3:13: http rules: rule 1: $.rules[0].get: string expected" } do
+      ['{\n  "rules": [\n    {"get": 5}]}'] = ":3:13: http rules: rule 1: $.rules[0].get: string expected",
+      -- a UTF-8 byte order mark skipped (RFC 8259 section 8.1), columns counting bytes, its three
+      -- too, as protoc counts them
+      ['\239\187\191{"rules": 5}'] = ":1:14: http rules: $.rules: array expected, got a number",
+      ['{"rules": [{"selector": "\195\169", "body": 5}]}'] =
+        ":1:39: http rules: rule 1: $.rules[0].body: string expected",
+    } do
       write(rules, text)
       local out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -rules " .. q(rules)
         .. " 127.0.0.1:1 2>&1; echo status $?")

@@ -612,6 +612,8 @@ describe("xDS", function()
       assert.is_nil(check("EDS", cla { loc(ep("fe80::1%1")), loc(ep("fe80::1%2")), loc(ep("fe80::1")) }))
       assert.are.equal("fe80::1%1", xds_client.endpoint_host("fe80::1%lo"))
       assert.are.equal("fe80::1", xds_client.endpoint_host("fe80::1"))
+      -- an interface gone since the check: the address as written (its connection fails naming it)
+      assert.are.equal("fe80::1%no-such-if0", xds_client.endpoint_host("fe80::1%no-such-if0"))
     end)
 
     -- grpc-core's ResolvedAddressSet compares the sockaddr: family, binary address, port
@@ -971,6 +973,24 @@ describe("xDS", function()
         t:close()
         assert.is_false(ok)
         assert.are.equal("DEADLINE_EXCEEDED", e.code)
+        assert.are.equal("unknown", state)
+      end)
+      pc.run()
+    end)
+
+    it("never takes a resource not to exist while the management server takes the connection and never speaks "
+      .. "HTTP/2 (gRFC A57: the channel is not READY before its SETTINGS)", function()
+      xds_client.RESOURCE_TIMEOUT = 0.05
+      local hole = helper.spawn("silent")
+      pc.spawn(function()
+        local t = pc.grpc("xds:///hole", { xds_bootstrap = ([[{"xds_servers": [{"server_uri": "127.0.0.1:%d",
+          "channel_creds": [{"type": "insecure"}]}], "node": {"id": "n"}}]]):format(hole.port) })
+        local ok, e = pcall(t.unary, t, "/x.Y/Z", "", { timeout = 0.5 })
+        local state = select(2, t.client:get("LDS", "hole"))
+        t:close()
+        helper.stop(hole)
+        assert.is_false(ok)
+        assert.are.equal("DEADLINE_EXCEEDED", e.code, tostring(e.message))
         assert.are.equal("unknown", state)
       end)
       pc.run()

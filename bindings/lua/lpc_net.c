@@ -592,6 +592,14 @@ static int lpc_grpccall_unsent(lua_State *L) {
   return 1;
 }
 
+/* -- ok = call:peer_settings() -- its connection received the server's first
+ * SETTINGS (pc_GrpcCall_PeerSettings) */
+static int lpc_grpccall_peer_settings(lua_State *L) {
+  CallBox *b = check_call(L);
+  lua_pushboolean(L, pc_GrpcCall_PeerSettings(b->call));
+  return 1;
+}
+
 /* -- call:close_send()   -- no more request messages */
 static int lpc_grpccall_close_send(lua_State *L) {
   CallBox *b = check_call(L);
@@ -1377,6 +1385,7 @@ void lpc_open_net(lua_State *L) {
                                              {NULL, NULL}};
   static const luaL_Reg call_methods[] = {{"send", lpc_grpccall_send},
                                           {"unsent", lpc_grpccall_unsent},
+                                          {"peer_settings", lpc_grpccall_peer_settings},
                                           {"close_send", lpc_grpccall_close_send},
                                           {"next", lpc_grpccall_next},
                                           {"headers_done", lpc_grpccall_headers_done},

@@ -886,6 +886,10 @@ size_t pc_GrpcCall_Unsent(const pc_GrpcCall *c) {
   return c->waiting && !c->early ? c->replay_len : 0;
 }
 
+int pc_GrpcCall_PeerSettings(const pc_GrpcCall *c) {
+  return c->stream && c->conn && c->conn->engine && pc_GrpcEngine_SettingsReceived(c->conn->engine);
+}
+
 void pc_GrpcCall_CloseSend(pc_GrpcCall *c) {
   c->send_closed = 1;
   if (c->stream) pc_GrpcStream_CloseSend(c->stream);

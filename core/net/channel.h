@@ -152,6 +152,13 @@ int pc_GrpcCall_Send(pc_GrpcCall *call, const void *msg, size_t len);
  * a sender waits (pc_Grpc_Pump) while this is above its bound. */
 size_t pc_GrpcCall_Unsent(const pc_GrpcCall *call);
 
+/* 1 once the call runs on a connection that received the server's first
+ * SETTINGS frame (RFC 9113 section 3.4: the server speaks HTTP/2, the
+ * channel READY as gRPC counts it), 0 while it waits for a connection or
+ * for those SETTINGS (a peer that took the connection and never speaks
+ * HTTP/2), and once it has ended without a stream. */
+int pc_GrpcCall_PeerSettings(const pc_GrpcCall *call);
+
 /* Ends the sending side. */
 void pc_GrpcCall_CloseSend(pc_GrpcCall *call);
 

@@ -58,7 +58,9 @@ struct pc_Http1ServerConn {
   size_t nrh, nrt;
   pc_GrpcBuf held; /* a Connect unary (or other non-stream) response body, until its end */
   int hold, head_written, chunked, resp_ended;
-  int resp_length; /* the response headers gave a content-length: a whole body */
+  int resp_length;            /* the response headers gave a content-length: a whole body */
+  uint64_t resp_length_value; /* ...its value (a HEAD response's, which has no body) */
+  int head_req;               /* the request is a HEAD: the response head alone (RFC 9110 9.3.2) */
   /* The connection. */
   int closing;     /* close once the output is out; read nothing more */
   int close_after; /* the response head said close: closing once the exchange is over */
@@ -118,7 +120,8 @@ static int write_head(pc_Http1ServerConn *c, pc_Http1Out *h) {
 static void write_simple(pc_Http1ServerConn *c, int code, const char *text) {
   pc_Http1Header f[1] = {{"content-type", 12, "text/plain; charset=utf-8", 25}};
   pc_Http1Out h = {NULL, NULL, code, f, 1, kPc_Http1Body_Length, strlen(text), 1};
-  if (!write_head(c, &h) || !append(c, &c->out, text, strlen(text))) {
+  /* (a HEAD's answer is its head alone) */
+  if (!write_head(c, &h) || (!c->head_req && !append(c, &c->out, text, strlen(text)))) {
     fail(c, "out of memory");
     return;
   }
@@ -170,8 +173,8 @@ static void on_response_head(pc_Http1ServerConn *c, int end) {
    * held and written with it; others go as they come */
   int stream = c->proto == kPc_WebProtocol_GrpcWeb || c->proto == kPc_WebProtocol_GrpcWebText ||
                c->proto == kPc_WebProtocol_ConnectStream || !c->resp_length;
-  c->hold = !stream;
-  if (end || c->hold) return; /* written at the end, with its length */
+  c->hold = !stream || c->head_req; /* a HEAD's: no body comes, the head goes at the end */
+  if (end || c->hold) return;       /* written at the end, with its length */
   c->chunked = c->minor >= 1;
   if (!response_head(c, c->chunked ? kPc_Http1Body_Chunked : kPc_Http1Body_Close, 0))
     fail(c, "cannot write a response head");
@@ -184,10 +187,18 @@ static void end_response(pc_Http1ServerConn *c) {
   if (c->resp_ended) return;
   c->resp_ended = 1;
   if (!c->head_written) {
-    /* a 204 (a CORS preflight's answer) carries no body and no length */
-    pc_Http1Body framing = c->status == 204 ? kPc_Http1Body_None : kPc_Http1Body_Length;
-    if (!response_head(c, framing, c->held.len) || !append(c, &c->out, c->held.p, c->held.len))
+    /* a 204 (a CORS preflight's answer) carries no body and no length; a
+     * HEAD's response the length its headers gave (a GET's), if any, and
+     * no body (RFC 9110 8.6, 9.3.2) */
+    pc_Http1Body framing = c->status == 204 || (c->head_req && !c->resp_length)
+                               ? kPc_Http1Body_None
+                               : kPc_Http1Body_Length;
+    if (c->head_req) {
+      if (!response_head(c, framing, c->resp_length_value)) fail(c, "cannot write a response");
+    } else if (!response_head(c, framing, c->held.len) ||
+               !append(c, &c->out, c->held.p, c->held.len)) {
       fail(c, "cannot write a response");
+    }
   } else if (c->chunked) {
     int ok;
     pc_Http1Header *f = fields_of(c, &c->rt, c->nrt, &ok);
@@ -224,6 +235,8 @@ static void finish_exchange(pc_Http1ServerConn *c) {
   c->nrh = c->nrt = 0;
   c->body_pos = 0;
   c->head_written = c->chunked = c->hold = c->resp_ended = c->req_done = c->resp_length = 0;
+  c->resp_length_value = 0;
+  c->head_req = 0;
   c->deferred = 0;
   c->status = 0;
   if (c->close_after || !c->keep_alive || c->shutdown || !pc_Http1Parser_Next(&c->p))
@@ -262,7 +275,11 @@ static int cs_header(nghttp2_session *session, const nghttp2_frame *f, const uin
   }
   if (nl > 0 && name[0] == ':') return 0;
   if (nl == 14 && memcmp(name, "content-length", 14) == 0) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < vl && i < 19 && value[i] >= '0' && value[i] <= '9'; i++)
+      v = v * 10 + (uint64_t)(value[i] - '0');
     c->resp_length = 1;
+    c->resp_length_value = v;
     return 0;
   }
   if (!push_field(c, &c->rh, name, nl, value, vl)) return NGHTTP2_ERR_CALLBACK_FAILURE;
@@ -391,6 +408,7 @@ static void start_request(pc_Http1ServerConn *c, const pc_Http1Head *h) {
   }
   memcpy(method, h->method, h->method_len);
   method[h->method_len] = 0;
+  c->head_req = strcmp(method, "HEAD") == 0;
   /* a tunnel: nothing here serves one, whatever its target (the
    * authority-form "host:port" RFC 9112 3.2.3 gives it, or a path) */
   if (strcmp(method, "CONNECT") == 0) {

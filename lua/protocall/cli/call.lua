@@ -190,21 +190,54 @@ local function stdin_requests(T, stopped)
   end
 end
 
--- Standard input whole, read by `deadline` (pc.now()'s clock): nil when
--- it has not ended by then (-max-time of a call that reads one document).
+-- The one request document of a unary or server-streaming call, read
+-- whole (-d @, -d @FILE), is refused past this
+-- many bytes: gRPC's default maximum message size (a server refuses a
+-- larger request RESOURCE_EXHAUSTED), which bounds a REST body too
+-- (pc.listen's max_body_bytes), so that endless input (< /dev/zero) fails
+-- instead of taking all memory.
+local MAX_DOCUMENT = 4 * 1024 * 1024
+
+local function too_big(what)
+  fail(format("%s: the request document is over %d bytes (4 MiB, gRPC's default maximum message size)", what,
+    MAX_DOCUMENT))
+end
+
+-- Standard input whole, read by `deadline` (pc.now()'s clock; nil: none),
+-- checked after every read: nil when it has not ended by then (-max-time
+-- of a call that reads one document).
 local function stdin_by(deadline)
-  local parts = {}
+  local parts, size = {}, 0
   while true do
     local chunk, why = read_ready(0)
     if why then fail("standard input: " .. why) end
     if chunk == nil then return concat(parts) end
-    if chunk ~= "" then
-      parts[#parts + 1] = chunk
-    elseif pc.now() >= deadline then
-      return nil
-    else
-      pc.sleep(STDIN_POLL)
+    size = size + #chunk
+    if size > MAX_DOCUMENT then too_big("standard input") end
+    parts[#parts + 1] = chunk
+    if deadline and pc.now() >= deadline then return nil end
+    if chunk == "" then pc.sleep(STDIN_POLL) end
+  end
+end
+
+-- File `path` whole, up to MAX_DOCUMENT.
+local function file_document(path)
+  local f, why = io.open(path, "rb")
+  if not f then fail(why) end -- "x.json: No such file or directory"
+  local parts, size = {}, 0
+  while true do
+    local chunk, err = f:read(65536)
+    if chunk == nil then
+      f:close()
+      if err then fail(path .. ": " .. err) end -- "Is a directory"
+      return concat(parts)
     end
+    size = size + #chunk
+    if size > MAX_DOCUMENT then
+      f:close()
+      too_big(path)
+    end
+    parts[#parts + 1] = chunk
   end
 end
 
@@ -253,14 +286,17 @@ function M.call.run(flags, args)
   local stdin = data == "@" or data == "@-"
   local from_stdin = m.client_streaming and stdin
   if from_stdin then data = nil
-  elseif stdin and deadline then
+  elseif stdin then
     data = stdin_by(deadline)
     if not data then
       stderr:write("ERROR: code = DEADLINE_EXCEEDED, message = deadline exceeded waiting for standard input "
         .. format("(-max-time %g)\n", max_time))
       return 64 + pc.codes.DEADLINE_EXCEEDED
     end
-  elseif data and data:sub(1, 1) == "@" then data = read_input(data:sub(2) ~= "" and data:sub(2) or nil) end
+  elseif data and data:sub(1, 1) == "@" then
+    -- (a client stream's file holds many documents: read whole, unbounded)
+    data = m.client_streaming and read_input(data:sub(2)) or file_document(data:sub(2))
+  end
   -- A client stream sends every JSON document of the data (concatenated or
   -- one per line); the other shapes take one.
   local requests = {}

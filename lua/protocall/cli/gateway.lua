@@ -359,14 +359,16 @@ local function sayer()
   end
 end
 
--- The JSON failure `why` of the -rules file `file` holding `text`: its
--- byte offset ("... at offset 7") as the file's line and column, from 1,
--- before it ("-rules 'FILE':2:5: http rules: $: ..."), as a compiler
--- names a place; `why` after "-rules 'FILE': " when it has none.
-local function located(file, text, why)
+-- The JSON failure `why` of the -rules file `file` holding `text`, of
+-- which the JSON read skipped the first `skipped` bytes (a byte order
+-- mark): its byte offset ("... at offset 7") as the file's line and byte
+-- column, from 1, before it ("-rules 'FILE':2:5: http rules: $: ..."), as
+-- a compiler names a place; `why` after "-rules 'FILE': " when it has
+-- none.
+local function located(file, text, why, skipped)
   local head, at = why:match("^(.*) at offset (%d+)$")
   if not head then return format("-rules '%s': %s", file, why) end
-  local before = text:sub(1, tonumber(at))
+  local before = text:sub(1, tonumber(at) + skipped)
   local _, lines = before:gsub("\n", "")
   local col = #before - (before:match("^.*()\n") or 0) + 1
   return format("-rules '%s':%d:%d: %s", file, lines + 1, col, head)
@@ -506,9 +508,14 @@ function M.gateway.run(flags, args)
   -- shape); whether its selectors name methods is known once the schema is read
   local http_text
   if flags.rules then
-    http_text = common.read_input(flags.rules, "-rules")
+    local text = common.read_input(flags.rules, "-rules")
+    -- a leading UTF-8 byte order mark is skipped (RFC 8259 section 8.1 lets
+    -- a parser ignore it); columns count bytes, its three too, as protoc
+    -- counts them in a .proto file
+    local bom = text:sub(1, 3) == "\239\187\191" and 3 or 0
+    http_text = text:sub(bom + 1)
     local okH, why = http_rules.http_config(http_text)
-    if not okH then fail(located(flags.rules, http_text, why)) end
+    if not okH then fail(located(flags.rules, text, why, bom)) end
   end
   local transport = common.connect(flags, args[1], "gateway")
   local pool, services, got, unreachable

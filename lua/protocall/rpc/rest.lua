@@ -81,13 +81,22 @@ local function lowered(list)
 end
 
 -- Answers `call` with an error (a pc.Error or a failure table of
--- rpc/server.lua) as tc:error writes it.
+-- rpc/server.lua) as tc:error writes it (a HEAD request its head alone),
+-- a 405's Allow with HEAD where GET is (served as GET here).
 local function answer_error(tc, call, err, extra)
   local http, body, ct, allow = tc:error(err)
   local h = { { "content-type", ct }, { "content-length", tostring(#body) } }
-  if allow then h[#h + 1] = { "allow", allow } end
+  if allow then
+    local list = {}
+    for m in allow:gmatch("[^, ]+") do
+      list[#list + 1] = m
+      if m == "GET" and not allow:find("HEAD", 1, true) then list[#list + 1] = "HEAD" end
+    end
+    table.sort(list)
+    h[#h + 1] = { "allow", table.concat(list, ", ") }
+  end
   for _, kv in ipairs(extra or {}) do h[#h + 1] = kv end
-  if call:respond(http, h) then call:send(body) end
+  if call:respond(http, h) and call:http_method() ~= "HEAD" then call:send(body) end
   call:finish(codes.OK, "")
 end
 
@@ -138,11 +147,14 @@ local web_classify, ACCEPT_POST = core_module.web_classify, core_module.web_acce
 local ACCEPT_POST_STREAM = (ACCEPT_POST:gsub(", application/proto, application/json$", ""))
 
 -- rest.serve(listener, call): answers one REST request (a task of the
--- scheduler, as listen.lua's run_call).
+-- scheduler, as listen.lua's run_call). HEAD is answered as GET, its
+-- response the head alone, content-length and all (RFC 9110 9.3.2): a
+-- response body over HTTP/2 would have the client reset the stream.
 function M.serve(self, call)
   local tc, core = self.rest, self.core
   local target = call:path()
-  local route, bindings, query = tc:match(call:http_method(), target)
+  local head_only = call:http_method() == "HEAD"
+  local route, bindings, query = tc:match(head_only and "GET" or call:http_method(), target)
   local server = self.server
   local named = server.methods[target:match("^[^?]*")]
   if not route and call:http_method() == "POST" and named and not web_classify("POST", call:content_type()) then
@@ -215,7 +227,7 @@ function M.serve(self, call)
         if kind == "raw" then stream_ct = select(2, tc:response(route, m)) end
         head(200)
       end
-      if not call:send(tc:stream_message(route, m, kind)) then
+      if not head_only and not call:send(tc:stream_message(route, m, kind)) then
         error(status("CANCELLED", info.full_name .. ": the call is over"), 2)
       end
       while call:unsent() > 65536 and not ctx.cancelled() do wait_call(core, call) end
@@ -238,7 +250,7 @@ function M.serve(self, call)
       local sent, why = call:respond(200, h)
       if not sent then error(status("INTERNAL", info.full_name .. ": " .. why), 0) end
       rt.head_sent = true
-      call:send(text)
+      if not head_only then call:send(text) end
     end)
   end
   ended()
@@ -253,7 +265,7 @@ function M.serve(self, call)
   local st = rpc_server.failure(info, result)
   local failed = { code = st.code, message = st.message, details_bin = st.details }
   if rt.head_sent then
-    if info.server_streaming then call:send(tc:stream_error(failed, kind)) end
+    if info.server_streaming and not head_only then call:send(tc:stream_error(failed, kind)) end
     return call:finish(codes.OK, "")
   end
   return answer_error(tc, call, failed, lowered(tc:response_headers(rt.headers, rt.trailers)))

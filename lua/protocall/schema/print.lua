@@ -40,13 +40,13 @@ local function field_type(f)
   return SCALAR[f.type]
 end
 
--- The nested map-entry type named by field f of message d, or nil.
-local function map_entry(d, f)
+-- The nested map-entry type of field f of message d, whose full name is
+-- `scope` (".pkg.M"), or nil: matched by full name, as an entry of
+-- another message with the same name is not this field's.
+local function map_entry(d, scope, f)
   if f.label ~= 3 or f.type ~= 11 then return nil end
   for _, n in ipairs(d.nested_type) do
-    if n.options and n.options.map_entry and f.type_name:sub(-#n.name - 1) == "." .. n.name then
-      return n
-    end
+    if n.options and n.options.map_entry and f.type_name == scope .. "." .. n.name then return n end
   end
   return nil
 end
@@ -167,23 +167,28 @@ local function field_options(f)
   return bracket(o, f.options)
 end
 
--- The nested type among `nested` (DescriptorProto messages) named by the
--- group field f (a proto2 group's type is declared beside it), or nil.
-local function group_type(nested, f)
+-- The type group field f declares among `nested`, the DescriptorProto
+-- messages of the scope f is declared in (full name `scope`: ".pkg.M", a
+-- file's ".pkg", "" without a package), as protoc's IsGroupLike reads a
+-- group: f's type is that nested message, by full name, and f's name is
+-- its name lower-cased; else nil (a group field of another type is
+-- printed as a plain field, its type as a message of its own).
+local function group_type(nested, scope, f)
   if f.type ~= 10 then return nil end
   for _, n in ipairs(nested or {}) do
-    if f.type_name:sub(-#n.name - 1) == "." .. n.name then return n end
+    if f.type_name == scope .. "." .. n.name then return f.name == n.name:lower() and n or nil end
   end
   return nil
 end
 
 local print_body
 
--- Field f of message d (nil for an extension of a file), its group's body
--- among `nested` (d's nested types unless given) as protoc's source has
--- it: "optional group Name = 1 { ... }".
-local function print_field(out, ind, d, f, syntax, nested)
-  local entry = d and map_entry(d, f)
+-- Field f of message d (nil for an extension of a file), declared in the
+-- scope whose full name is `scope` (d's), its group's body among `nested`
+-- (d's nested types unless given) as protoc's source has it: "optional
+-- group Name = 1 { ... }".
+local function print_field(out, ind, d, f, syntax, scope, nested)
+  local entry = d and map_entry(d, scope, f)
   if entry then
     local k, v = entry.field[1], entry.field[2]
     out[#out + 1] = format("%smap<%s, %s> %s = %d%s;", ind, field_type(k), field_type(v), f.name,
@@ -194,10 +199,10 @@ local function print_field(out, ind, d, f, syntax, nested)
   if syntax == "proto3" and label == "optional" and not f.proto3_optional then label = nil end
   if has(f, "oneof_index") and not f.proto3_optional then label = nil end
   label = label and label .. " " or ""
-  local group = group_type(nested or d and d.nested_type, f)
+  local group = group_type(nested or d and d.nested_type, scope, f)
   if group then
     out[#out + 1] = format("%s%sgroup %s = %d%s {", ind, label, group.name, f.number, field_options(f))
-    print_body(out, ind .. "  ", group, syntax)
+    print_body(out, ind .. "  ", group, syntax, scope .. "." .. group.name)
     out[#out + 1] = ind .. "}"
     return
   end
@@ -205,9 +210,9 @@ local function print_field(out, ind, d, f, syntax, nested)
 end
 
 -- "extend .pkg.T { ... }" blocks for the extensions `exts` declared in
--- message d (nil: in the file, its types `nested`), one block for each
--- run of the same extendee.
-local function print_extends(out, ind, d, exts, syntax, nested)
+-- message d (nil: in the file, its types `nested`), whose full name is
+-- `scope`, one block for each run of the same extendee.
+local function print_extends(out, ind, d, exts, syntax, scope, nested)
   local open
   for _, f in ipairs(exts) do
     if f.extendee ~= open then
@@ -215,7 +220,7 @@ local function print_extends(out, ind, d, exts, syntax, nested)
       open = f.extendee
       out[#out + 1] = ind .. "extend " .. open .. " {"
     end
-    print_field(out, ind .. "  ", d, f, syntax, nested)
+    print_field(out, ind .. "  ", d, f, syntax, scope, nested)
   end
   if open then out[#out + 1] = ind .. "}" end
 end
@@ -246,27 +251,30 @@ local function print_enum(out, ind, e)
   out[#out + 1] = ind .. "}"
 end
 
--- Oneof number `idx` (0-based) of message d with its fields.
-local function print_oneof(out, ind, d, idx, syntax)
+-- Oneof number `idx` (0-based) of message d (full name `scope`) with its
+-- fields.
+local function print_oneof(out, ind, d, idx, syntax, scope)
   local oneof = d.oneof_decl[idx + 1]
   out[#out + 1] = ind .. "oneof " .. oneof.name .. " {"
   option_lines(out, ind .. "  ", oneof.options)
   for _, g in ipairs(d.field) do
     if has(g, "oneof_index") and g.oneof_index == idx and not g.proto3_optional then
-      print_field(out, ind .. "  ", d, g, syntax)
+      print_field(out, ind .. "  ", d, g, syntax, scope)
     end
   end
   out[#out + 1] = ind .. "}"
 end
 
-local function print_message(out, ind, d, syntax)
+-- Message d, whose full name is `scope` (".pkg.M").
+local function print_message(out, ind, d, syntax, scope)
   out[#out + 1] = ind .. "message " .. d.name .. " {"
-  print_body(out, ind .. "  ", d, syntax)
+  print_body(out, ind .. "  ", d, syntax, scope)
   out[#out + 1] = ind .. "}"
 end
 
--- What is inside message d's braces, indented by `inner`.
-function print_body(out, inner, d, syntax)
+-- What is inside the braces of message d (full name `scope`), indented by
+-- `inner`.
+function print_body(out, inner, d, syntax, scope)
   option_lines(out, inner, d.options)
   local oneofs_done, groups = {}, {}
   for _, f in ipairs(d.field) do
@@ -274,20 +282,22 @@ function print_body(out, inner, d, syntax)
       local idx = f.oneof_index
       if not oneofs_done[idx] then
         oneofs_done[idx] = true
-        print_oneof(out, inner, d, idx, syntax)
+        print_oneof(out, inner, d, idx, syntax, scope)
       end
     else
-      print_field(out, inner, d, f, syntax)
+      print_field(out, inner, d, f, syntax, scope)
     end
   end
   for _, list in ipairs { d.field, d.extension } do
     for _, f in ipairs(list) do
-      local g = group_type(d.nested_type, f)
+      local g = group_type(d.nested_type, scope, f)
       if g then groups[g] = true end
     end
   end
   for _, n in ipairs(d.nested_type) do
-    if not (n.options and n.options.map_entry) and not groups[n] then print_message(out, inner, n, syntax) end
+    if not (n.options and n.options.map_entry) and not groups[n] then
+      print_message(out, inner, n, syntax, scope .. "." .. n.name)
+    end
   end
   for _, e in ipairs(d.enum_type) do print_enum(out, inner, e) end
   for _, r in ipairs(d.extension_range) do
@@ -295,7 +305,7 @@ function print_body(out, inner, d, syntax)
     out[#out + 1] = format("%sextensions %d to %s;", inner, r.start, last)
   end
   print_reserved(out, inner, d.reserved_range, d.reserved_name, false, 536870911)
-  print_extends(out, inner, d, d.extension, syntax)
+  print_extends(out, inner, d, d.extension, syntax, scope)
 end
 
 -- A method as a line "rpc M ( .pkg.In ) returns ( .pkg.Out );", or with
@@ -337,26 +347,29 @@ function M.symbols(fds)
       values[prefix .. e.name .. "." .. v.name], values[prefix .. v.name] = s, s
     end
   end
-  local function walk_extensions(prefix, exts, d, syntax, nested)
+  local function walk_extensions(prefix, exts, d, syntax, scope, nested)
     for _, f in ipairs(exts) do
-      t[prefix .. f.name] = { kind = "extension", d = f, parent = d, syntax = syntax, nested = nested }
+      t[prefix .. f.name] = { kind = "extension", d = f, parent = d, syntax = syntax, scope = scope, nested = nested }
     end
   end
   local function walk_message(prefix, d, syntax)
     local name = prefix .. d.name
-    t[name] = { kind = "message", d = d, syntax = syntax }
-    for _, f in ipairs(d.field) do t[name .. "." .. f.name] = { kind = "field", d = f, parent = d, syntax = syntax } end
+    local scope = "." .. name
+    t[name] = { kind = "message", d = d, syntax = syntax, scope = scope }
+    for _, f in ipairs(d.field) do
+      t[name .. "." .. f.name] = { kind = "field", d = f, parent = d, syntax = syntax, scope = scope }
+    end
     for i, o in ipairs(d.oneof_decl) do
-      t[name .. "." .. o.name] = { kind = "oneof", d = d, index = i - 1, syntax = syntax }
+      t[name .. "." .. o.name] = { kind = "oneof", d = d, index = i - 1, syntax = syntax, scope = scope }
     end
     for _, n in ipairs(d.nested_type) do walk_message(name .. ".", n, syntax) end
     for _, e in ipairs(d.enum_type) do walk_enum(name .. ".", e) end
-    walk_extensions(name .. ".", d.extension, d, syntax)
+    walk_extensions(name .. ".", d.extension, d, syntax, scope)
     -- a group's type, or a map field's entry, stands for its field (grpcurl)
     for _, f in ipairs(d.field) do
-      local n = group_type(d.nested_type, f) or map_entry(d, f)
+      local n = group_type(d.nested_type, scope, f) or map_entry(d, scope, f)
       if n then
-        t[name .. "." .. n.name] = { kind = "field", d = f, parent = d, syntax = syntax,
+        t[name .. "." .. n.name] = { kind = "field", d = f, parent = d, syntax = syntax, scope = scope,
           type_of = f.type == 10 and "the type of a group field" or "the entry type for a map field" }
       end
     end
@@ -366,7 +379,8 @@ function M.symbols(fds)
     local syntax = fd.syntax ~= "" and fd.syntax or "proto2"
     for _, d in ipairs(fd.message_type) do walk_message(prefix, d, syntax) end
     for _, e in ipairs(fd.enum_type) do walk_enum(prefix, e) end
-    walk_extensions(prefix, fd.extension, nil, syntax, fd.message_type)
+    walk_extensions(prefix, fd.extension, nil, syntax, fd.package ~= "" and "." .. fd.package or "",
+      fd.message_type)
     for _, s in ipairs(fd.service) do
       t[prefix .. s.name] = { kind = "service", d = s }
       for _, m in ipairs(s.method) do t[prefix .. s.name .. "." .. m.name] = { kind = "method", d = m } end
@@ -402,13 +416,13 @@ function M.describe(name, s)
   local out = { name .. " is " .. what .. ":" }
   if s.kind == "service" then print_service(out, s.d)
   elseif s.kind == "method" then print_method(out, "", s.d)
-  elseif s.kind == "message" then print_message(out, "", s.d, s.syntax)
+  elseif s.kind == "message" then print_message(out, "", s.d, s.syntax, s.scope)
   elseif s.kind == "enum" then print_enum(out, "", s.d)
   elseif s.kind == "enum value" then
     out[#out + 1] = format("%s = %d%s;", s.d.name, s.d.number, bracket({}, s.d.options))
-  elseif s.kind == "oneof" then print_oneof(out, "", s.d, s.index, s.syntax)
-  elseif s.kind == "extension" then print_extends(out, "", s.parent, { s.d }, s.syntax, s.nested)
-  else print_field(out, "", s.parent, s.d, s.syntax) end
+  elseif s.kind == "oneof" then print_oneof(out, "", s.d, s.index, s.syntax, s.scope)
+  elseif s.kind == "extension" then print_extends(out, "", s.parent, { s.d }, s.syntax, s.scope, s.nested)
+  else print_field(out, "", s.parent, s.d, s.syntax, s.scope) end
   out[#out + 1] = ""
   return concat(out, "\n")
 end

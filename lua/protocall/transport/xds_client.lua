@@ -473,11 +473,17 @@ end
 -- (one CHECK.EDS took) as the connection is made to it: the zone of an
 -- IPv6 address as its scope index ("fe80::1%eth0" -> "fe80::1%2"), which
 -- getaddrinfo takes for any address (glibc takes a name for a link-local
--- one alone).
+-- one alone). An interface gone since CHECK.EDS took its name keeps the
+-- address as written: connecting to it then fails naming that zone, as
+-- grpc-core's sockaddr, whose scope index was read at parse time, fails to
+-- connect once its interface is gone; the endpoint stays one of the
+-- cluster's (not dropped from its weights and ring), and works again
+-- should the interface come back.
 function M.endpoint_host(address)
   local head, zone = address:match("^([^%%]*)%%(.*)$")
   if head == nil then return address end
-  return head .. "%" .. zone_index(zone)
+  local index = zone_index(zone)
+  return index and head .. "%" .. index or address
 end
 
 -- The key an endpoint address is compared by, as grpc-core's
@@ -651,14 +657,19 @@ end
 -- M.RESOURCE_TIMEOUT seconds after the request naming it went out on a
 -- connection that works (A57: sent, and the channel READY) is missing,
 -- get() says "absent", until it comes. A response read on the stream
--- proves the connection, and so do the stream's request bytes all sent:
--- a call waiting for a connection keeps them queued (call:unsent()), and
--- a server owes no response while nothing asked for exists (A57's
+-- proves the connection, and so do the stream's request bytes all sent
+-- on a connection whose server sent its HTTP/2 SETTINGS (the channel
+-- READY, as grpc-core and grpc-go count it; call:peer_settings()): a call
+-- waiting for a connection keeps them queued (call:unsent()), a peer
+-- that took the connection and never speaks HTTP/2 sends no SETTINGS,
+-- and a server owes no response while nothing asked for exists (A57's
 -- "Rationale"). The timers stop with the stream; a new one starts them
 -- again.
 local function timers(self)
   local call = self.call
-  if call == nil or not (self.up or call.call:unsent() == 0) then return end
+  if call == nil then return end
+  local raw = call.call
+  if not (self.up or raw:peer_settings() and raw:unsent() == 0) then return end
   local now = monotonic()
   for _, k in ipairs(KINDS) do
     local asked, due, missing, cache, refused = self.asked[k], self.due[k], self.missing[k], self.cache[k],

@@ -200,8 +200,12 @@ describe("CORS on pc.listen", function()
   for _, version in ipairs { "--http1.1", "--http2-prior-knowledge" } do
     it("exposes a 415's Accept-Post to an allowed origin's script (" .. version .. ")", function()
       serving({ cors = cors }, function(port)
+        -- (over HTTP/2 without a body: curl 7.88 loses a response that comes
+        -- before the request's end, and the RST_STREAM NO_ERROR after it,
+        -- as RFC 9113 8.1 has it, in some runs)
+        local body = version == "--http1.1" and "-d 'x' " or "-X POST "
         local a = curl(version .. " -H 'Origin: http://app.example' -H 'content-type: text/plain' "
-          .. "-d 'x' http://127.0.0.1:" .. port .. "/web.Calc/Add")
+          .. body .. "http://127.0.0.1:" .. port .. "/web.Calc/Add")
         assert.matches("^HTTP/[%d.]+ 415", a)
         assert.truthy(header(a, "accept-post"))
         assert.is_true(ends(header(a, "access-control-expose-headers"), ", Grpc-Status-Details-Bin, Accept-Post"),

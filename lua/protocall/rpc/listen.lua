@@ -580,7 +580,8 @@ end
 -- the answer does not grow with it; listener:set_server's routes and
 -- `rest` option replace them); every response to an allowed Origin carries
 -- Access-Control-Allow-Origin and the exposed headers (grpc-status,
--- grpc-message, grpc-status-details-bin, ...; a 415's Accept-Post too);
+-- grpc-message, grpc-status-details-bin, ...; a 415's Accept-Post and a
+-- 405's Allow too);
 -- another origin gets no CORS header.
 -- `opts.rest` (off by default) serves REST/JSON on the same address
 -- (doc/gateway.md): true for the google.api.http annotations of the

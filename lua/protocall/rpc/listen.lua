@@ -557,8 +557,10 @@ end
 -- pc.from_json (JSON that does not fit the request type is
 -- INVALID_ARGUMENT) and write their responses with pc.to_json. A request
 -- lacking a proto2 required field is INVALID_ARGUMENT "<method>: request:
--- missing required field: ..." in every protocol and codec (REST: HTTP
--- 400), and the handler is not called. A Connect
+-- missing required field: ..." in gRPC, gRPC-Web and Connect, any codec;
+-- REST answers it HTTP 400 "request: missing required field: ...", without
+-- the method as its other bad input (doc/gateway.md); the handler is not
+-- called. A Connect
 -- GET (`GET /pkg.Svc/Method?connect=v1&encoding=json|proto&message=...
 -- [&base64=1][&compression=gzip]`) is served for unary methods marked
 -- `option idempotency_level = NO_SIDE_EFFECTS` (any other: HTTP 405

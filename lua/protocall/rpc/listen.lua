@@ -604,6 +604,10 @@ end
 -- called with "<method>: <the error's text>" and the traceback where it
 -- was raised on the lines after (default: "pc.listen: TEXT" on stderr; a
 -- `log` that raises has its error and the text written there instead).
+-- So is a response a handler returned or sent that is none of the
+-- method's (INTERNAL "t.S.Get response: t.Resp or a table expected, got
+-- string" to the client, that text and the traceback where it was checked
+-- logged).
 -- Serve with `listener:serve()`.
 function M.listen(server, address, opts)
   if not is_server(server) then

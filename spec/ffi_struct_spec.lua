@@ -244,6 +244,11 @@ describe("FFI struct messages", function()
     pc.merge(p, P3 { i32 = 2 })
     pc.merge(p, F3 { d = 3 })
     assert.are.equal(bytes(F3 { u32 = 1, i32 = 2, d = 3 }), bytes(p))
+    -- a struct merged into itself is refused, as a message is
+    assert.has_error(function() pc.merge(p, p) end,
+      "bad argument #2 to 'merge' (a message cannot be merged into itself: merge pc.clone(m))")
+    pc.merge(p, pc.clone(p))
+    assert.are.equal(bytes(F3 { u32 = 1, i32 = 2, d = 3 }), bytes(p))
     local c = pc.clone(p)
     c.u32 = 9
     assert.are.equal(1, p.u32)

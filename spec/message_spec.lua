@@ -1431,6 +1431,24 @@ describe("messages", function()
       src.p.y = 7
       assert.are.equal(2, p.y) -- nothing shared with src
       fails("bad argument #2 to 'merge' (t.Shape expected, got t.Point)", function() pc.merge(dst, p) end)
+      fails("bad argument #2 to 'merge' (message expected, got table)", function() pc.merge(dst, {}) end)
+      fails("bad argument #1 to 'merge' (message expected, got nil)", function() pc.merge(nil, dst) end)
+      local ok, err = pcall(pc.merge, dst, {}) -- no call-site name: still 'merge'
+      assert.is_false(ok)
+      assert.are.equal("bad argument #2 to 'merge' (message expected, got table)", (err:gsub("^[^:]*:%d+: ", "")))
+    end)
+
+    it("pc.merge refuses a message into itself, and into its own descendant, saying to merge a copy", function()
+      -- (C++ refuses a self-merge with a CHECK: its repeated fields would append to themselves)
+      local a = Shape { kids = { { name = "1" } }, next = { name = "n" } }
+      fails("bad argument #2 to 'merge' (a message cannot be merged into itself: merge pc.clone(m))",
+            function() pc.merge(a, a) end)
+      fails("t.Shape: a message cannot contain itself: merge pc.clone(src)", function() pc.merge(a.next, a) end)
+      assert.are.same({ kids = { { name = "1" } }, next = { name = "n" } }, pc.to_table(a)) -- untouched
+      pc.merge(a, pc.clone(a))
+      assert.are.same({ { name = "1" }, { name = "1" } }, pc.to_table(a).kids)
+      pc.merge(a.next, pc.clone(a))
+      assert.are.same({ { name = "1" }, { name = "1" } }, pc.to_table(a).next.kids)
     end)
 
     it("pc.merge of a message's own descendant merges what it was before the merge", function()

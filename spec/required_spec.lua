@@ -41,8 +41,8 @@ describe("proto2 required fields", function()
   it("are checked at every depth, in repeated fields, maps and extensions", function()
     local m = Req { name = "n", must = {}, inner = { note = "x" },
       items = { { id = 1 }, {}, { id = 3 }, {} }, by_key = { k = {} }, by_num = { [7] = {} } }
-    assert.are.equal("missing required fields: r.Req.inner.id, r.Req.items[2].id, "
-      .. "r.Req.items[4].id, r.Req.by_key[\"k\"].id, r.Req.must.id, r.Req.by_num[7].id",
+    assert.are.equal("missing required fields: r.Req.inner.id, r.Req.items[1].id, "
+      .. "r.Req.items[3].id, r.Req.by_key[\"k\"].id, r.Req.must.id, r.Req.by_num[7].id",
       encode_error(m))
     local x = Req { name = "n", must = { id = 1 } }
     pc.set_extension(x, "r.ext", Inner {})
@@ -55,7 +55,7 @@ describe("proto2 required fields", function()
     assert.are.equal("\18\0\26\0", bytes)
     local got, err = pc.decode(Req, bytes)
     assert.is_nil(got)
-    assert.are.equal("missing required fields: r.Req.name, r.Req.inner.id, r.Req.items[1].id, "
+    assert.are.equal("missing required fields: r.Req.name, r.Req.inner.id, r.Req.items[0].id, "
       .. "r.Req.must", err)
     got = pc.decode(Req, bytes, { partial = true })
     assert.are.equal(m, got)
@@ -184,7 +184,7 @@ describe("proto2 required fields", function()
     local items = {}
     for i = 1, 200 do items[i] = {} end
     local err = encode_error(Req { name = "n", must = { id = 1 }, items = items })
-    assert.matches("^missing required fields: r%.Req%.items%[1%]%.id, r%.Req%.items%[2%]%.id, ", err)
+    assert.matches("^missing required fields: r%.Req%.items%[0%]%.id, r%.Req%.items%[1%]%.id, ", err)
     assert.matches(", %.%.%. %(200 in all%)$", err)
     assert.is_true(#err < 512)
   end)

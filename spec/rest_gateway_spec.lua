@@ -450,6 +450,17 @@ describe("protocall gateway", function()
           headers = { "Origin: https://app.example", "Content-Type: text/plain" } })
         assert.are.equal(415, code)
         assert.matches(", Accept%-Post$", h["access-control-expose-headers"])
+        -- and a 405's Allow: a REST path's (rest.lua), a Connect GET of a method with side effects (C)
+        code, _, h = G.request(gw, "/v1/shelves/1/books/2", { method = "DELETE", http2 = h2,
+          headers = { "Origin: https://app.example" } })
+        assert.are.equal(405, code)
+        assert.are.equal("GET, HEAD, PATCH", h["allow"])
+        assert.matches(", Allow$", h["access-control-expose-headers"])
+        code, _, h = G.request(gw, "/gw.Library/Echo?connect=v1&encoding=json&message=%7B%7D",
+          { method = "GET", http2 = h2, headers = { "Origin: https://app.example" } })
+        assert.are.equal(405, code)
+        assert.are.equal("POST", h["allow"])
+        assert.matches(", Allow$", h["access-control-expose-headers"])
       end
       -- a gRPC client finds the schema through the gateway's own reflection service
       local out = R.capture(BIN .. " call -plaintext -d '{\"text\":\"through\"}' 127.0.0.1:" .. gw.port

@@ -45,6 +45,8 @@ local handlers = {
       return { total = -1 }
     end
     if p.note == "nil" then return nil end
+    if p.note == "string" then return "oops" end
+    if p.note == "unknown field" then return { total = 1, nope = 2 } end
     if p.note == "yield" then coroutine.yield() end -- not a wait of protocall's
     if p.note == "spaces" then
       ctx:set_header("x-sp", " h ")
@@ -267,6 +269,23 @@ describe("pc.listen", function()
     end)
     assert.equals("INTERNAL", e.code)
     assert.equals(3, #logged)
+  end)
+
+  it("answers a handler's response that is none of the method's INTERNAL, and logs it", function()
+    -- (it was answered and not logged: the server's owner never heard of the bug)
+    local logged = {}
+    with_server({ log = function(text) logged[#logged + 1] = text end }, function(stub)
+      local e = raised(function() stub:Add { note = "string" } end)
+      assert.equals("INTERNAL", e.code)
+      assert.equals("srv.Calc.Add response: srv.Sum or a table expected, got string", e.message)
+      e = raised(function() stub:Add { note = "unknown field" } end)
+      assert.equals("INTERNAL", e.code)
+      assert.matches("^srv%.Calc%.Add response: .*nope", e.message)
+    end)
+    assert.equals(2, #logged)
+    assert.matches("^srv%.Calc%.Add response: srv%.Sum or a table expected, got string\nstack traceback:\n",
+      logged[1])
+    assert.matches("^srv%.Calc%.Add response: .*nope.*\nstack traceback:\n", logged[2])
   end)
 
   it("fails a unary handler that returns nothing with INTERNAL", function()

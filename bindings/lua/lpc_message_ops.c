@@ -347,13 +347,22 @@ static int walk_src(const pc_Message *msg, const pc_MessageDef *m, SrcWalk *w, i
 /* -- pc.merge(dst, src)   (lua/protocall/message.lua; pc_Message_Merge) */
 static int lpc_message_merge(lua_State *L) {
   const pc_MessageDef *dd = NULL, *sd = NULL;
-  pc_Message *d = lpc_check_message(L, 1, &dd);
-  pc_Message *s = lpc_check_message(L, 2, &sd);
+  pc_Message *d = lpc_to_message(L, 1, &dd);
+  pc_Message *s = lpc_to_message(L, 2, &sd);
+  /* (named 'merge' as its other errors, called through pcall too) */
+  int bad = d == NULL ? 1 : s == NULL ? 2 : 0;
+  if (bad)
+    lpc_msg_error(L, "bad argument #%d to 'merge' (message expected, got %s)", bad,
+                  luaL_typename(L, bad));
   if (dd != sd)
     lpc_msg_error(L, "bad argument #2 to 'merge' (%s expected, got %s%s)", dd->full_name,
                   sd->full_name,
                   strcmp(dd->full_name, sd->full_name) == 0 ? " of another pool" : "");
-  if (d == s) return 0;
+  /* protobuf's repeated fields would append to themselves as they are
+   * read (C++ refuses it with a CHECK) */
+  if (d == s)
+    lpc_msg_error(L, "bad argument #2 to 'merge' (a message cannot be merged into itself: "
+                     "merge pc.clone(m))");
   /* Merging keeps the levels: 'src' may nest as deep as any message. One
    * walk of 'src' answers both questions: does it hold 'dst', and does it
    * hold a message merge writes into (collected first, a walk along the
@@ -371,7 +380,8 @@ static int lpc_message_merge(lua_State *L) {
     for (ptrdiff_t i = 0; i < n; i++) add_target(&w, found[i]);
   }
   int r = n < 0 ? 2 : walk_src(s, sd, &w, 0);
-  if (r == 1) lpc_msg_error(L, "%s: a message cannot contain itself", dd->full_name);
+  if (r == 1)
+    lpc_msg_error(L, "%s: a message cannot contain itself: merge pc.clone(src)", dd->full_name);
   if (r == 2)
     lpc_msg_error(L, "%s: messages nested deeper than %d", dd->full_name, PC_MESSAGE_MAX_DEPTH);
   lua_settop(L, 2);

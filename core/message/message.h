@@ -290,7 +290,7 @@ int pc_Message_ContainsWithin(const pc_Message *msg, const pc_MessageDef *m,
  * 'err' NULL, returns non-zero at the first missing field; with 'err',
  * returns how many are missing and writes "missing required fields:
  * r.Req.inner.id, r.Req.name" naming each by its path from the root type
- * (".name" per field, "[i]" 1-based in repeated fields, "[\"key\"]" or
+ * (".name" per field, "[i]" from 0 in repeated fields, "[\"key\"]" or
  * "[n]" in maps, ".(pkg.ext)" for extensions; a list too long for
  * PC_ERROR_MAX ends "..., (N in all)"). A type with no required field only
  * costs the walk over the messages it holds. */

@@ -142,13 +142,13 @@ static size_t push_key(Walk *w, const pc_FieldDef *kf, pc_Value k) {
 
 static void walk(Walk *w, const pc_Message *msg, const pc_MessageDef *m, int depth);
 
-/* Each message of a repeated field (its path gets [i], 1-based as Lua
- * indexes it). */
+/* Each message of a repeated field (its path gets [i], counted from 0 as
+ * C++ FindInitializationErrors and protocall's JSON paths count). */
 static void walk_array(Walk *w, const pc_Array *arr, const pc_FieldDef *f, int depth) {
   for (size_t j = 0; arr != NULL && j < arr->size; j++) {
     const pc_Message *sub = pc_Array_Get(arr, j, kPc_Slot_Message).m;
     if (sub == NULL) continue;
-    size_t mark = path_push(w, "[%zu]", j + 1);
+    size_t mark = path_push(w, "[%zu]", j);
     walk(w, sub, f->message, depth + 1);
     path_pop(w, mark);
     if (w->stop_at_first && w->missing) return;

@@ -303,7 +303,8 @@ static const char *response_type(const pc_GrpcServerCall *s) {
 /* Adds the CORS headers of a response to a request whose origin the
  * options allow (web_http.h); none otherwise. 'h' has room for 6 more.
  * 'extra' (NULL: none) is one more response header a script may read (a
- * 415's Accept-Post), exposed after the protocols' and the options'. */
+ * 415's Accept-Post, a 405's Allow), exposed after the protocols' and the
+ * options'. */
 static void push_cors_exposing(const pc_GrpcServerCall *s, nghttp2_nv *h, size_t *n,
                                const char *extra) {
   const pc_WebCors *cors = s->c ? s->c->cors : NULL;
@@ -1579,7 +1580,7 @@ void pc_GrpcServerCall_NotAllowed(pc_GrpcServerCall *s, const char *allow) {
   size_t n = 0;
   h[n++] = PC_GRPC_NV(":status", "405");
   h[n++] = PC_GRPC_NV("allow", allow);
-  push_cors(s, h, &n);
+  push_cors_exposing(s, h, &n, "Allow");
   s->finished = s->cancelled = s->ended = 1;
   s->submitted = 1;
   pc_GrpcInbox_Clear(&s->in);
@@ -1658,11 +1659,13 @@ int pc_GrpcServerCall_Respond(pc_GrpcServerCall *s, int status, const pc_GrpcPai
                              h[i].value_len, NGHTTP2_NV_FLAG_NONE};
   }
   size_t count = n + 1;
-  /* a 415's Accept-Post (rpc/rest.lua's) is for the page's script too
-   * (the names are lowercase: checked above) */
+  /* a 415's Accept-Post and a 405's Allow (rpc/rest.lua's) are for the
+   * page's script too (the names are lowercase: checked above) */
   const char *extra = NULL;
-  for (size_t i = 0; i < n && extra == NULL; i++)
+  for (size_t i = 0; i < n && extra == NULL; i++) {
     if (h[i].key_len == 11 && memcmp(h[i].key, "accept-post", 11) == 0) extra = "Accept-Post";
+    if (h[i].key_len == 5 && memcmp(h[i].key, "allow", 5) == 0) extra = "Allow";
+  }
   push_cors_exposing(s, nv, &count, extra);
   if (block_size(nv, count) > block_limit(s)) {
     pc_Error_Set(err, "response headers of %zu bytes exceed the limit of %zu bytes",

@@ -53,8 +53,10 @@ typedef struct {
  * r.Req.name", as pc_Message_CheckRequired); types without required fields
  * skip the check. On failure 'w' holds part of the encoding (free it) and
  * 'err' (may be NULL) says why and where, by the path from the root type as
- * pc_Message_CheckRequired names places (".name", "[i]" 1-based, "[\"key\"]"
- * or "[n]", ".(pkg.ext)"; ": key" when a map key is what failed; "..."
+ * pc_Message_CheckRequired names places (".name", "[\"key\"]" or "[n]",
+ * ".(pkg.ext)"; an element's "[i]" from 1 as Lua counts, where the missing
+ * required fields' list counts from 0); ": key" when a map key is what
+ * failed; "..."
  * for the outer steps of one too long for PC_ERROR_MAX; nesting too deep
  * names the root type alone). The place and the reason always show whole:
  * a root type name too long for them shows as "..." and its tail:

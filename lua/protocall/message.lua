@@ -31,7 +31,11 @@ M.clone = core.clone
 --- pc.merge(dst, src): merges src into dst as protobuf merges (set
 -- scalars and strings replace, messages merge, repeated fields append,
 -- map entries replace by key, unknown fields append); src must be of
--- dst's type. Nothing of src is shared.
+-- dst's type. Nothing of src is shared. A message merged into itself
+-- raises ("bad argument #2 to 'merge' (a message cannot be merged into
+-- itself: merge pc.clone(m))"; protobuf's C++ library refuses it too), as
+-- does one merged into a message it holds ("t.Shape: a message cannot
+-- contain itself: merge pc.clone(src)"): merge a copy, pc.clone(m).
 M.merge = core.merge
 --- v = pc.get_extension(m, "pkg.name"): the extension's value (its
 -- default when unset; a container for a repeated one).

@@ -438,6 +438,9 @@ local function writer(fn, name)
       if oinfo then return fn(m, to_message(oinfo, other), select(2, ...)) end
       return fn(m, ...)
     end
+    if oinfo and cast(voidp, m) == cast(voidp, other) then -- its unknown fields would append to themselves
+      raise("bad argument #2 to 'merge' (a message cannot be merged into itself: merge pc.clone(m))")
+    end
     if not pcall(new, volatilep, m) then -- a const pointer: LuaJIT refuses p.x = v there too
       raise(format("bad argument #1 to '%s' (%s: a pointer to const, which takes no write)", name,
                    info.T.full_name))

@@ -557,8 +557,10 @@ end
 -- pc.from_json (JSON that does not fit the request type is
 -- INVALID_ARGUMENT) and write their responses with pc.to_json. A request
 -- lacking a proto2 required field is INVALID_ARGUMENT "<method>: request:
--- missing required field: ..." in every protocol and codec (REST: HTTP
--- 400), and the handler is not called. A Connect
+-- missing required field: ..." in gRPC, gRPC-Web and Connect, any codec;
+-- REST answers it HTTP 400 "request: missing required field: ...", without
+-- the method as its other bad input (doc/gateway.md); the handler is not
+-- called. A Connect
 -- GET (`GET /pkg.Svc/Method?connect=v1&encoding=json|proto&message=...
 -- [&base64=1][&compression=gzip]`) is served for unary methods marked
 -- `option idempotency_level = NO_SIDE_EFFECTS` (any other: HTTP 405
@@ -580,7 +582,8 @@ end
 -- the answer does not grow with it; listener:set_server's routes and
 -- `rest` option replace them); every response to an allowed Origin carries
 -- Access-Control-Allow-Origin and the exposed headers (grpc-status,
--- grpc-message, grpc-status-details-bin, ...; a 415's Accept-Post too);
+-- grpc-message, grpc-status-details-bin, ...; a 415's Accept-Post and a
+-- 405's Allow too);
 -- another origin gets no CORS header.
 -- `opts.rest` (off by default) serves REST/JSON on the same address
 -- (doc/gateway.md): true for the google.api.http annotations of the
@@ -601,6 +604,10 @@ end
 -- called with "<method>: <the error's text>" and the traceback where it
 -- was raised on the lines after (default: "pc.listen: TEXT" on stderr; a
 -- `log` that raises has its error and the text written there instead).
+-- So is a response a handler returned or sent that is none of the
+-- method's (INTERNAL "t.S.Get response: t.Resp or a table expected, got
+-- string" to the client, that text and the traceback where it was checked
+-- logged).
 -- Serve with `listener:serve()`.
 function M.listen(server, address, opts)
   if not is_server(server) then

@@ -248,12 +248,28 @@ function M.with_builtins(services, opts, pool)
   return all
 end
 
+-- The INTERNAL pc.Errors that tell a handler's bug (a response it gave
+-- of the wrong kind, or none), each with the traceback where it was made:
+-- the client gets the status, log_text logs it as a handler's other bugs.
+local handler_bugs = setmetatable({}, { __mode = "k" })
+
+--- err = handler_bug(text): an INTERNAL pc.Error `text` for a handler's
+-- bug (what it returned or sent is no response), which log_text logs,
+-- with the traceback of handler_bug's caller's caller.
+function M.handler_bug(text)
+  local err = status("INTERNAL", text)
+  handler_bugs[err] = (traceback("", 3):gsub("^\n", ""))
+  return err
+end
+
 --- resp = response_of(info, value): a handler's response as a message of
--- the output type of method `info`, or raises an INTERNAL pc.Error.
+-- the output type of method `info`, or raises an INTERNAL pc.Error
+-- (handler_bug: "t.S.Get response: t.Resp or a table expected, got
+-- string").
 function M.response_of(info, value)
   if is_message(value) and type_of(value) == info.output then return value end
   local m, err = coerce(info.output, value, info.full_name .. " response")
-  if not m then error(status("INTERNAL", err), 0) end
+  if not m then error(M.handler_bug(err), 0) end
   return m
 end
 
@@ -368,11 +384,16 @@ end
 
 --- text = log_text(info, raised, trace): the line a server logs when a
 -- handler of method `info` raised `raised`, or nil for a pc.Error (a
--- deliberate status, the client's whole): "<method>: <the error's text>"
--- and the traceback `trace` (invoke's; nil: none) on the lines after. A
--- value whose __tostring raises is named by its type and that error.
+-- deliberate status, the client's whole) but handler_bug's (its message,
+-- which names the method, and the traceback where it was made on the
+-- lines after): "<method>: <the error's text>" and the traceback `trace`
+-- (invoke's; nil: none) on the lines after. A value whose __tostring
+-- raises is named by its type and that error.
 function M.log_text(info, raised, trace)
-  if getmetatable(raised) == Error then return nil end
+  if getmetatable(raised) == Error then
+    local where = handler_bugs[raised]
+    return where and raised.message .. (where ~= "" and "\n" .. where or "") or nil
+  end
   local text = raised
   if type(raised) ~= "string" then
     local ok, shown = pcall(tostring, raised)
@@ -447,7 +468,7 @@ function M.returned_list(info, result)
     if count ~= n then list = false end
   end
   if not list then
-    error(status("INTERNAL", info.full_name .. ": handler must return a list of responses or nil"), 0)
+    error(M.handler_bug(info.full_name .. ": handler must return a list of responses or nil"), 0)
   end
   return result
 end

@@ -265,6 +265,14 @@ local function print_oneof(out, ind, d, idx, syntax, scope)
   out[#out + 1] = ind .. "}"
 end
 
+-- The proto3 `optional` field whose synthetic oneof is number `idx`
+-- (0-based) of message d, or nil for a oneof of the source.
+local function synthetic_field(d, idx)
+  for _, g in ipairs(d.field) do
+    if has(g, "oneof_index") and g.oneof_index == idx then return g.proto3_optional and g or nil end
+  end
+end
+
 -- Message d, whose full name is `scope` (".pkg.M").
 local function print_message(out, ind, d, syntax, scope)
   out[#out + 1] = ind .. "message " .. d.name .. " {"
@@ -409,7 +417,9 @@ local WHAT = { message = "a message", field = "a field", extension = "an extensi
 -- `protocall describe` prints it: "<name> is <a kind>:" and its .proto
 -- source (an extension in its "extend" block, a group field with its
 -- body; a group's type or a map's entry type as "the type of a group
--- field" or "the entry type for a map field" and that field).
+-- field" or "the entry type for a map field" and that field; a proto3
+-- `optional` field's synthetic oneof as "a synthetic one-of" and that
+-- field).
 function M.describe(name, s)
   local what = s.type_of
     or (s.kind == "field" or s.kind == "extension") and s.d.type == 10 and "a group field" or WHAT[s.kind]
@@ -420,7 +430,15 @@ function M.describe(name, s)
   elseif s.kind == "enum" then print_enum(out, "", s.d)
   elseif s.kind == "enum value" then
     out[#out + 1] = format("%s = %d%s;", s.d.name, s.d.number, bracket({}, s.d.options))
-  elseif s.kind == "oneof" then print_oneof(out, "", s.d, s.index, s.syntax, s.scope)
+  elseif s.kind == "oneof" then
+    local optional = synthetic_field(s.d, s.index)
+    if optional then
+      -- a proto3 `optional` field's oneof: the source has the field alone
+      out[1] = format("%s is a synthetic one-of, of proto3 optional field %s:", name, optional.name)
+      print_field(out, "", s.d, optional, s.syntax, s.scope)
+    else
+      print_oneof(out, "", s.d, s.index, s.syntax, s.scope)
+    end
   elseif s.kind == "extension" then print_extends(out, "", s.parent, { s.d }, s.syntax, s.scope, s.nested)
   else print_field(out, "", s.parent, s.d, s.syntax, s.scope) end
   out[#out + 1] = ""

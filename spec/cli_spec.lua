@@ -713,6 +713,35 @@ describe("protocall call to dns:, ipv4: and ipv6: targets", function()
       assert.matches("^protocall call: a [%w-]+: TARGET is h2c: give %-plaintext %(for TLS, https://host:port%)\n", err)
     end
   end)
+
+  it("passes an xds: target to pc.grpc as it is, in call, list, describe and gateway", function()
+    local bootstrap = [['{"xds_servers": [{"server_uri": "127.0.0.1:1", "channel_creds": [{"type": "insecure"}]}]}']]
+    local env = "env -u GRPC_XDS_BOOTSTRAP GRPC_XDS_BOOTSTRAP_CONFIG=" .. bootstrap .. " "
+    for _, cmd in ipairs { "call -plaintext -max-time 1 " .. FAULTS .. [[ -d '{"text": "hi"}' xds:///x ]]
+                           .. "faults.Faults/Echo", "list -plaintext -max-time 1 xds:///x",
+                           "describe -plaintext -max-time 1 xds:///x faults.Faults",
+                           "gateway -plaintext -max-time 1 -listen 127.0.0.1:0 xds:///x" } do
+      local out, err, code = run(env .. BIN .. " " .. cmd)
+      assert.are_not.equal(0, code, cmd)
+      assert.are.equal("", out)
+      assert.matches("xds:///x: deadline exceeded while waiting for listener x (LDS)", err, 1, true)
+    end
+    local _, err, code = run(env .. BIN .. " call -max-time 1 " .. FAULTS .. " xds:///x faults.Faults/Echo")
+    assert.are.equal(2, code)
+    assert.matches("^protocall call: a xds: TARGET is h2c: give %-plaintext", err)
+  end)
+
+  it("names an unknown scheme as TARGET gives it", function()
+    for _, cmd in ipairs { "call -plaintext " .. FAULTS .. " foo:///bar faults.Faults/Echo", "call foo:/bar x.S/M",
+                           "list -plaintext foo:///bar", "describe foo:///bar x.S",
+                           "gateway -plaintext -listen 127.0.0.1:0 foo:///bar" } do
+      local out, err, code = run(BIN .. " " .. cmd)
+      assert.are.equal(1, code, cmd)
+      assert.are.equal("", out)
+      assert.matches("^protocall %a+: TARGET 'foo:/+bar': unknown scheme 'foo:' %(host:port, http://, https://, "
+        .. "dns:, ipv4:, ipv6:, unix:, unix%-abstract: or xds: expected%)\n$", err)
+    end
+  end)
 end)
 
 describe("protocall describe and list", function()

@@ -40,10 +40,10 @@ M.call = {
           "       [-v] TARGET pkg.Service/Method",
   about = "Calls a method over gRPC, any call shape (TARGET is host:port; TLS unless\n" ..
           "-plaintext; dns:///name:port, dns://IP:PORT/name:port, ipv4:/ipv6: lists,\n" ..
-          "unix:/path and unix-abstract:name with -plaintext, as pc.grpc takes them). The\n" ..
-          "request is JSON from -d (@ reads standard input, @FILE a file; none: an empty\n" ..
-          "message); a client or bidirectional stream sends every JSON document of it\n" ..
-          "(concatenated or one per line), from standard input each one as soon as it is\n" ..
+          "unix:/path, unix-abstract:name and xds:///name with -plaintext, as pc.grpc takes\n" ..
+          "them). The request is JSON from -d (@ reads standard input, @FILE a file; none:\n" ..
+          "an empty message); a client or bidirectional stream sends every JSON document of\n" ..
+          "it (concatenated or one per line), from standard input each one as soon as it is\n" ..
           "whole, the call started (the sending side closes at its end). Each response is\n" ..
           "printed as it arrives. Without schema flags the schema comes from TARGET's server\n" ..
           "reflection service. Exits 0 on OK, otherwise 64 + the status code, with\n" ..

@@ -32,30 +32,31 @@ M.gateway = {
           "       [-header NAME ...] [-timeout SECONDS] [-validate] [-unbound] [-cors ORIGIN ...]\n" ..
           "       [-listen-cert FILE -listen-key FILE] [-plaintext | TLS flags] UPSTREAM",
   about = "Serves on ADDR (default 127.0.0.1:8080; port 0 picks a free one) the services of\n" ..
-          "UPSTREAM (host:port, a URL or dns:/unix: as `protocall call` takes it): REST/JSON\n" ..
-          "requests by the google.api.http annotations of the schema and the rules of\n" ..
-          "-rules (a google.api.Service's http section as JSON: {\"rules\": [...]}), and\n" ..
-          "gRPC, gRPC-Web and Connect calls, all forwarded to UPSTREAM as gRPC. The schema\n" ..
-          "comes from -proto/-protoset, else from UPSTREAM's reflection service: read at\n" ..
-          "start, then again every -refresh SECONDS (>= 1, default 60; 0: not again once\n" ..
-          "read); a changed schema is served from then on (calls in flight end on the old\n" ..
-          "one), and a read that fails or a schema whose rules do not compile keeps the\n" ..
-          "current one, saying why on stderr. An UPSTREAM that cannot be reached at start\n" ..
-          "is read again (1 s growing to 60 s) while calls are refused UNAVAILABLE (REST:\n" ..
-          "503); a bad -rules file or any other error at start exits. -header passes a\n" ..
-          "request header on as metadata for REST requests (besides Authorization and\n" ..
-          "Grpc-Metadata-*); -timeout is every REST route's deadline (a shorter\n" ..
-          "Grpc-Timeout wins; gRPC, gRPC-Web and Connect calls keep their own); -validate\n" ..
-          "refuses requests breaking their protovalidate rules before they reach UPSTREAM,\n" ..
-          "whatever the protocol (REST: 400; gRPC, gRPC-Web, Connect: INVALID_ARGUMENT;\n" ..
-          "each with a google.rpc.BadRequest detail; a stream's requests each as read);\n" ..
-          "-unbound serves methods without a rule as POST /pkg.Service/Method. -cors lets\n" ..
-          "browser pages of ORIGIN (scheme://host[:port], or *) call it (pc.listen's cors\n" ..
-          "option: preflights and CORS headers on every protocol's answers; a preflight\n" ..
-          "allows the REST rules' methods, Authorization, the -header names and\n" ..
-          "Grpc-Metadata-*). A client that goes away cancels its upstream call. It serves\n" ..
-          "the reflection service itself, from the schema. -listen-cert/-listen-key: TLS\n" ..
-          "on ADDR. Prints `listening on HOST:PORT` to stderr and serves until stopped.",
+          "UPSTREAM (host:port, a URL, dns:, unix: or xds: as `protocall call` takes it):\n" ..
+          "REST/JSON requests by the google.api.http annotations of the schema and the\n" ..
+          "rules of -rules (a google.api.Service's http section as JSON: {\"rules\":\n" ..
+          "[...]}), and gRPC, gRPC-Web and Connect calls, all forwarded to UPSTREAM as\n" ..
+          "gRPC. The schema comes from -proto/-protoset, else from UPSTREAM's reflection\n" ..
+          "service: read at start, then again every -refresh SECONDS (>= 1, default 60; 0:\n" ..
+          "not again once read); a changed schema is served from then on (calls in flight\n" ..
+          "end on the old one), and a read that fails or a schema whose rules do not\n" ..
+          "compile keeps the current one, saying why on stderr. An UPSTREAM that cannot be\n" ..
+          "reached at start is read again (1 s growing to 60 s) while calls are refused\n" ..
+          "UNAVAILABLE (REST: 503); a bad -rules file or any other error at start exits.\n" ..
+          "-header passes a request header on as metadata for REST requests (besides\n" ..
+          "Authorization and Grpc-Metadata-*); -timeout is every REST route's deadline (a\n" ..
+          "shorter Grpc-Timeout wins; gRPC, gRPC-Web and Connect calls keep their own);\n" ..
+          "-validate refuses requests breaking their protovalidate rules before they reach\n" ..
+          "UPSTREAM, whatever the protocol (REST: 400; gRPC, gRPC-Web, Connect:\n" ..
+          "INVALID_ARGUMENT; each with a google.rpc.BadRequest detail; a stream's requests\n" ..
+          "each as read); -unbound serves methods without a rule as POST\n" ..
+          "/pkg.Service/Method. -cors lets browser pages of ORIGIN (scheme://host[:port],\n" ..
+          "or *) call it (pc.listen's cors option: preflights and CORS headers on every\n" ..
+          "protocol's answers; a preflight allows the REST rules' methods, Authorization,\n" ..
+          "the -header names and Grpc-Metadata-*). A client that goes away cancels its\n" ..
+          "upstream call. It serves the reflection service itself, from the schema.\n" ..
+          "-listen-cert/-listen-key: TLS on ADDR. Prints `listening on HOST:PORT` to stderr\n" ..
+          "and serves until stopped.",
   example = "protocall gateway -listen :8080 -plaintext -proto library.proto 127.0.0.1:50051",
 }
 

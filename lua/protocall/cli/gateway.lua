@@ -11,7 +11,7 @@ local reflection = require "protocall.rpc.reflection"
 local http_rules = require "protocall.http.rules"
 
 local ipairs, pairs, pcall, tostring, error, getmetatable = ipairs, pairs, pcall, tostring, error, getmetatable
-local format, concat, sort = string.format, table.concat, table.sort
+local format, concat, sort, upper = string.format, table.concat, table.sort, string.upper
 local stderr, usage_error, fail = common.stderr, common.usage_error, common.fail
 local max, now, forwarding = math.max, sched.now, require("protocall.rpc.server").forwarding
 local metadata_problem = require("protocall.core").metadata_problem
@@ -375,6 +375,61 @@ local function located(file, text, why, skipped)
   return format("-rules '%s':%d:%d: %s", file, lines + 1, col, head)
 end
 
+-- The index in the JSON text `s` just past the value at index `i`
+-- (a JSON text the reader took: nothing here is checked).
+local function past_value(s, i)
+  local depth = 0
+  repeat
+    local c = s:sub(i, i)
+    if c == '"' then
+      i = i + 1
+      repeat
+        local q = s:find('["\\]', i) or #s
+        i = q + (s:sub(q, q) == "\\" and 2 or 1)
+      until s:sub(q, q) ~= "\\"
+    elseif c == "{" or c == "[" or c == "}" or c == "]" then
+      depth = depth + ((c == "{" or c == "[") and 1 or -1)
+      i = i + 1
+    elseif depth > 0 then
+      i = i + 1
+    else
+      i = s:find("[%s,%]}]", i) or #s + 1
+    end
+  until depth == 0 or i > #s
+  return i
+end
+
+-- The byte offset (from 0) in the JSON text `s` of the value at `path`
+-- ({"rules", 0, "get"}: members by proto or JSON name, the last of a
+-- name; array elements from 0), from the value at index `i`; nil when
+-- it is not there.
+local function value_offset(s, path, i, k)
+  i, k = s:find("%S", i or 1), k or 1
+  if not i then return nil end
+  local step = path[k]
+  if step == nil then return i - 1 end
+  local open, close = s:sub(i, i), type(step) == "number" and "]" or "}"
+  if open ~= (close == "]" and "[" or "{") then return nil end
+  local json_name = type(step) == "string" and step:gsub("_(%l)", upper)
+  local n, found = 0, nil
+  i = s:find("%S", i + 1)
+  while i and s:sub(i, i) ~= close do
+    local at = i
+    if close == "}" then -- a member: its name, ':' and its value
+      local name_end = past_value(s, i)
+      local name = s:sub(i + 1, name_end - 2)
+      at = s:find("%S", s:find(":", name_end, true) + 1)
+      if name == step or name == json_name then found = at end
+    elseif n == step then
+      found = at
+    end
+    n = n + 1
+    i = s:find("%S", past_value(s, at))
+    if i and s:sub(i, i) == "," then i = s:find("%S", i + 1) end
+  end
+  return found and value_offset(s, path, found, k + 1)
+end
+
 -- The failure `text` of pc.listen's rest option ("pc.listen: " left out)
 -- with the -rules file `file` (nil: none) named for its rules: their
 -- errors lead with "rest: http rules: " (an annotation's name its method).
@@ -506,7 +561,8 @@ function M.gateway.run(flags, args)
       REFRESH_MIN, tostring(refresh)))
   end
   -- -rules checked as far as it goes without the schema (JSON, google.api.Http's
-  -- shape); whether its selectors name methods is known once the schema is read
+  -- shape, each rule's pattern and template); whether its selectors name methods,
+  -- and its templates' variables fields, is known once the schema is read
   local http_text
   if flags.rules then
     local text = common.read_input(flags.rules, "-rules")
@@ -515,8 +571,18 @@ function M.gateway.run(flags, args)
     -- counts them in a .proto file
     local bom = text:sub(1, 3) == "\239\187\191" and 3 or 0
     http_text = text:sub(bom + 1)
-    local okH, why = http_rules.http_config(http_text)
-    if not okH then fail(located(flags.rules, text, why, bom)) end
+    local http, why = http_rules.http_config(http_text)
+    if not http then fail(located(flags.rules, text, why, bom)) end
+    -- a pattern or template wrong whatever the schema, at the file's line:col
+    local place
+    why, place = http_rules.binding_problem(http)
+    if why then
+      -- a google.api.Service's rules are under its "http" member
+      local in_service = { "http" }
+      for i, step in ipairs(place) do in_service[i + 1] = step end
+      local at = value_offset(http_text, in_service) or value_offset(http_text, place)
+      fail(located(flags.rules, text, why .. (at and " at offset " .. at or ""), bom))
+    end
   end
   local transport = common.connect(flags, args[1], "gateway")
   local pool, services, got, unreachable

@@ -624,7 +624,57 @@ describe("protocall call", function()
     out, err, code = call("TARGET nope.Svc/Echo")
     assert.are.equal(1, code)
     assert.are.equal("", out)
-    assert.are.equal("protocall call: Service not found: nope.Svc\n", err)
+    assert.are.equal("protocall call: no service 'nope.Svc' in the schema (its services: faults.Faults)\n", err)
+    -- what the symbol is when it is no service, and a name without '/' as either (was "Service not found: faults")
+    for arg, why in pairs { ["faults.Request"] = "'faults.Request' is a message, not a method",
+                            ["faults.Request/Echo"] = "'faults.Request' is a message, not a service",
+                            ["faults.Request.text"] = "'faults.Request.text' is a field, not a method",
+                            ["faults.Nope"] = "no service 'faults' or 'faults.Nope' in the schema (its services: "
+                              .. "faults.Faults)" } do
+      out, err, code = call("TARGET " .. arg)
+      assert.are.equal(1, code, arg)
+      assert.are.equal("", out)
+      assert.are.equal("protocall call: " .. why .. (why:find("^no") and "" or ": pkg.Service/Method expected")
+        .. "\n", err)
+    end
+    -- an empty descriptor set
+    out, err, code = run(BIN .. " call -plaintext -protoset /dev/null 127.0.0.1:1 faults.Faults/Echo")
+    assert.are.equal(1, code)
+    assert.are.equal("", out)
+    assert.are.equal("protocall call: no service 'faults.Faults' in the schema: it has no service (-protoset "
+      .. "/dev/null holds no file: an empty descriptor set)\n", err)
+    local empty = write_tmp("")
+    out, err, code = run(BIN .. " call -plaintext -protoset /dev/null -protoset " .. empty .. " 127.0.0.1:1 t.S/M")
+    os.remove(empty)
+    assert.are.equal(1, code)
+    assert.are.equal("", out)
+    assert.are.equal("protocall call: no service 't.S' in the schema: it has no service (-protoset /dev/null, "
+      .. empty .. " hold no file: empty descriptor sets)\n", err)
+  end)
+
+  it("says a unary or server-streaming call's request document is empty, or several", function()
+    for _, case in ipairs {
+      { "-d @ TARGET faults.Faults/Echo", "", "the request document is empty (standard input): give a JSON "
+        .. "object, {} for an empty message" },
+      { "-d ' ' TARGET faults.Faults/Echo", nil, "the request document is empty (-d): give a JSON object, {} for "
+        .. "an empty message" },
+      { "-d @ TARGET faults.Faults/Echo", '{"text": "a"}\n{"text": "b"}', "faults.Faults.Echo takes one request "
+        .. "document (a unary method), standard input holds 2" },
+      { [[-d '{"text": "a"} {} {}' TARGET faults.Faults/Echo]], nil, "faults.Faults.Echo takes one request "
+        .. "document (a unary method), -d holds 3" },
+      { [[-d '{} {}' TARGET faults.Faults/Stream]], nil, "faults.Faults.Stream takes one request document (a "
+        .. "server-streaming method), -d holds 2" },
+    } do
+      local out, err, code = call(case[1], case[2])
+      assert.are.equal(1, code, case[1])
+      assert.are.equal("", out)
+      assert.are.equal("protocall call: request: " .. case[3] .. "\n", err)
+    end
+    local file = write_tmp("\n")
+    local _, err = call("-d @" .. file .. " TARGET faults.Faults/Echo")
+    os.remove(file)
+    assert.are.equal("protocall call: request: the request document is empty (" .. file .. "): give a JSON "
+      .. "object, {} for an empty message\n", err)
   end)
 
   it("streams every JSON document of -d to a client stream, and both ways on a bidirectional one", function()
@@ -1341,7 +1391,12 @@ describe("protocall list, describe and call by server reflection", function()
     out, err, code = cli("call -plaintext TARGET nope.Svc/Echo")
     assert.are.equal(1, code)
     assert.are.equal("", out)
-    assert.are.equal("protocall call: Service not found: nope.Svc\n", err)
+    assert.are.equal("protocall call: no service 'nope.Svc' on the server (its services: faults.Faults, "
+      .. "faults.Talk, grpc.reflection.v1.ServerReflection, grpc.reflection.v1alpha.ServerReflection)\n", err)
+    out, err, code = cli("call -plaintext TARGET faults.Nope")
+    assert.are.equal(1, code)
+    assert.are.equal("", out)
+    assert.matches("^protocall call: no service 'faults' or 'faults.Nope' on the server %(its services: ", err)
     out, err, code = cli("call -plaintext TARGET faults.Faults/Nope")
     assert.are.equal(1, code)
     assert.are.equal("", out)
@@ -1349,7 +1404,13 @@ describe("protocall list, describe and call by server reflection", function()
     out, err, code = cli("call -plaintext TARGET faults.Request/Echo") -- a message, not a service
     assert.are.equal(1, code)
     assert.are.equal("", out)
-    assert.are.equal("protocall call: Service not found: faults.Request\n", err)
+    assert.are.equal("protocall call: 'faults.Request' is a message, not a service: pkg.Service/Method expected\n",
+      err)
+    out, err, code = cli("call -plaintext TARGET faults.Request")
+    assert.are.equal(1, code)
+    assert.are.equal("", out)
+    assert.are.equal("protocall call: 'faults.Request' is a message, not a method: pkg.Service/Method expected\n",
+      err)
     -- a service without a method: said so, with its methods (was "Service not found: faults")
     out, err, code = cli("call -plaintext TARGET faults.Talk")
     assert.are.equal(2, code)

@@ -3,6 +3,7 @@
 local pc = require "protocall"
 local common = require "protocall.cli.common"
 local service_config = require "protocall.rpc.service_config"
+local proto_print = require "protocall.schema.print"
 
 local pairs, ipairs, tostring, pcall, getmetatable, setmetatable =
   pairs, ipairs, tostring, pcall, getmetatable, setmetatable
@@ -145,19 +146,59 @@ local function retry_config(json)
   return { methodConfig = { { name = { {} }, retryPolicy = t } } }, false
 end
 
+-- The services `method` ("pkg.Service/Method" or "pkg.Service.Method",
+-- as given) may name, as no_method says them: "'t'" or
+-- "'t' or 't.Nope'" (a name without '/' may be a whole service's).
+local function service_names(service, method)
+  local whole = method:gsub("^/", "")
+  if whole:find("/", 1, true) then return "'" .. service .. "'" end
+  return format("'%s' or '%s'", service, whole)
+end
+
 -- A pool of the server's files defining `service`, by reflection (or,
--- when the server has none, `whole`, the method argument, when it names a
--- service: the caller says so); or nil and the exit status.
+-- when the server has none, `whole`, the method argument as a symbol,
+-- when it is one: a service the caller says so of, or what else it is),
+-- and when it has neither, the server's services (for no_method); or nil
+-- and the exit status.
 local function reflection_pool(flags, transport, service, whole)
-  return with_reflection(flags, transport, function(r)
+  local services
+  local pool, status = with_reflection(flags, transport, function(r)
     local ok, err = pcall(r.symbol, service)
+    if ok and r.pool:service(service) then return r.pool end
     -- (a server may know a package, "pkg" of "pkg.Service", as a symbol)
-    if not (ok and r.pool:service(service)) and pcall(r.symbol, whole) and r.pool:service(whole) then
-      return r.pool
-    end
-    if not ok then error(err, 0) end
+    if pcall(r.symbol, whole) then return r.pool end
+    if not ok and not (getmetatable(err) == pc.Error and err.code == "NOT_FOUND") then error(err, 0) end
+    services = r.services()
     return r.pool
-  end, "protocall call: Service not found: " .. service, "call")
+  end, nil, "call")
+  return pool, status, services
+end
+
+-- Fails saying why `method` (split into `service` and `name`) names no
+-- method of `pool`: what else its symbol is, or that no service of its
+-- name is there, and which there are (`services`: the server's, by
+-- reflection; nil: the pool's, of the schema flags: none when -protoset
+-- files hold no file, an empty set).
+local function no_method(pool, flags, service, method, services)
+  local whole = method:gsub("^/", "")
+  local syms = proto_print.symbols(proto_print.descriptors(pool, pool:files()))
+  for _, sym in ipairs { (whole:gsub("/", ".")), service } do
+    local s = syms[sym]
+    if s then
+      fail(format("'%s' is a%s %s, not a %s: pkg.Service/Method expected", sym, s.kind:find("^[aeiou]") and "n" or "",
+        s.kind, sym == service and "service" or "method"))
+    end
+  end
+  local names = services or proto_print.services_of(syms)
+  local where = services and "on the server" or "in the schema"
+  if #names > 0 then
+    fail(format("no service %s %s (its services: %s)", service_names(service, method), where, concat(names, ", ")))
+  end
+  local sets = flags.protoset or {}
+  local empty = not services and #sets > 0 and #pool:files() == 0
+    and format(" (-protoset %s %s no file: %s)", concat(sets, ", "), #sets > 1 and "hold" or "holds",
+      #sets > 1 and "empty descriptor sets" or "an empty descriptor set") or ""
+  fail(format("no service %s %s: it has no service%s", service_names(service, method), where, empty))
 end
 
 -- How long the task reading standard input sleeps when nothing is there.
@@ -241,6 +282,20 @@ local function file_document(path)
   end
 end
 
+-- Why the request document `doc` of the -d flag `d`, which pc.from_json
+-- refused, is not one for method `m` (a unary or server-streaming one):
+-- it is empty, or it is several documents; nil when it is one.
+local function one_document(doc, d, m)
+  local ok, docs = pcall(json_documents, doc)
+  if not ok or #docs == 1 then return nil end
+  local from = (d == "@" or d == "@-") and "standard input" or d:sub(1, 1) == "@" and d:sub(2) or "-d"
+  if #docs == 0 then
+    return format("the request document is empty (%s): give a JSON object, {} for an empty message", from)
+  end
+  return format("%s takes one request document (a %s method), %s holds %d", m.full_name,
+    m.server_streaming and "server-streaming" or "unary", from, #docs)
+end
+
 function M.call.run(flags, args)
   local fmt = check_format("call", flags, { "json", "text" })
   if #args ~= 2 then usage_error("call", "TARGET and pkg.Service/Method expected") end
@@ -253,7 +308,7 @@ function M.call.run(flags, args)
   if (flags.d == "@" or flags.d == "@-") and select(3, io.stdin:seek("cur")) == 9 then -- EBADF
     fail("standard input: closed (Bad file descriptor)")
   end
-  local pool, transport
+  local pool, transport, services
   if has_schema(flags) then
     pool = load_schemas(flags)
   elseif flags.http1 then
@@ -262,7 +317,7 @@ function M.call.run(flags, args)
   else
     transport = connect(flags, target, "call")
     local status
-    pool, status = reflection_pool(flags, transport, service, (method:gsub("^/", "")))
+    pool, status, services = reflection_pool(flags, transport, service, (method:gsub("^/", ""):gsub("/", ".")))
     if not pool then return status end
   end
   local info = pool:service(service)
@@ -274,7 +329,7 @@ function M.call.run(flags, args)
     usage_error("call", format("'%s' is a service: pkg.Service/Method expected (its methods: %s)", whole,
       #names > 0 and concat(names, ", ") or "none"))
   end
-  if not info then fail("Service not found: " .. service) end
+  if not info then no_method(pool, flags, service, method, services) end
   local m = info.methods[name]
   if not m then fail(service .. " has no method '" .. name .. "'") end
   local data = flags.d
@@ -308,6 +363,7 @@ function M.call.run(flags, args)
       local ok, why = pc.is_initialized(request)
       if not ok then err = why end
     end
+    if err and not m.client_streaming then err = one_document(doc, flags.d, m) or err end
     if err then fail("request" .. (m.client_streaming and format(" %d", i) or "") .. ": " .. tostring(err)) end
     requests[i] = request
   end

@@ -677,6 +677,37 @@ describe("protocall call", function()
       .. "object, {} for an empty message\n", err)
   end)
 
+  it("reads -d @FILE from a pipe, bash's -d @<(cmd), a late writer's too", function()
+    local cmd = BIN .. " call -plaintext " .. FAULTS .. " -d @<(%s) 127.0.0.1:" .. server.port .. " faults.Faults/%s"
+    for _, case in ipairs {
+      { [[echo '{"text": "piped"}']], "Echo", '{\n  "text": "piped",\n  "attempts": 1\n}\n' },
+      { [[sleep 0.3; echo '{"text": "late"}']], "Echo", '{\n  "text": "late",\n  "attempts": 1\n}\n' },
+      { [[echo '{"text": "a"}'; sleep 0.3; echo '{"text": "b"}']], "Record",
+        '{\n  "text": "a,b",\n  "attempts": 2\n}\n' },
+    } do
+      local line = cmd:format(case[1], case[2])
+      local out, err, code = run("bash -c " .. ("%q"):format(line))
+      assert.are.equal(0, code, line .. ": " .. err)
+      assert.are.equal(case[3], out)
+    end
+  end)
+
+  it("bounds the wait for a FIFO's writer by -max-time, and reads one that comes", function()
+    local fifo = os.tmpname()
+    os.remove(fifo)
+    assert(os.execute("mkfifo " .. fifo))
+    local out, err, code = call("-max-time 1 -d @" .. fifo .. " TARGET faults.Faults/Echo")
+    assert.are.equal(64 + 4, code, err)
+    assert.are.equal("", out)
+    assert.are.equal("ERROR: code = DEADLINE_EXCEEDED, message = deadline exceeded waiting for FIFO '" .. fifo
+      .. "' (-max-time 1)\n", err)
+    out, err, code = call("-max-time 5 -d @" .. fifo .. [[ TARGET faults.Faults/Echo & sleep 0.3; ]]
+      .. [[echo '{"text": "fifo"}' > ]] .. fifo .. "; wait $!")
+    os.remove(fifo)
+    assert.are.equal(0, code, err)
+    assert.are.equal('{\n  "text": "fifo",\n  "attempts": 1\n}\n', out)
+  end)
+
   it("streams every JSON document of -d to a client stream, and both ways on a bidirectional one", function()
     local out, err, code = call("-d @ TARGET faults.Faults/Record", '{"text": "a"}\n{"text": "b"} {"text": "c"}')
     assert.are.equal(0, code, err)

@@ -16,7 +16,8 @@ local usage_error, fail, check_format, has_schema, load_schemas, read_input, wri
 local metadata_of, print_error, connect, with_reflection = common.metadata_of, common.print_error,
   common.connect, common.with_reflection
 local json_splitter = common.json_splitter
-local read_ready = require("protocall.core").read_ready
+local core = require "protocall.core"
+local read_ready, open_fifo, close_fd, file_kind = core.read_ready, core.open_fifo, core.close_fd, core.file_kind
 
 local M = {}
 
@@ -56,7 +57,7 @@ M.call = {
           "\"backoffMultiplier\": 2, \"retryableStatusCodes\": [\"UNAVAILABLE\"]}) or a whole\n" ..
           "service config. -v prints the response headers, trailers and timing to stderr.\n" ..
           "-max-time is the call's deadline (0: none, as without it), the wait for\n" ..
-          "standard input included.\n" ..
+          "standard input (or a FIFO's, -d @FIFO, its writer's coming too) included.\n" ..
           "-connect-timeout bounds connecting, TLS and the server's SETTINGS: UNAVAILABLE past it.\n" ..
           "-protocol picks the protocol over HTTP/2 (as buf curl's): grpc (the default),\n" ..
           "grpcweb (gRPC-Web) or connect (the Connect protocol); reflection then goes over it\n" ..
@@ -244,21 +245,34 @@ local function too_big(what)
     MAX_DOCUMENT))
 end
 
--- Standard input whole, read by `deadline` (pc.now()'s clock; nil: none),
--- checked after every read: nil when it has not ended by then (-max-time
--- of a call that reads one document).
-local function stdin_by(deadline)
+-- The descriptor `fd` (0: standard input; a FIFO's of open_fifo) read
+-- whole by `deadline` (pc.now()'s clock; nil: none), checked after every
+-- read: nil when it has not ended by then (-max-time of a call that
+-- reads one document); its data past `max` bytes fails naming `what`.
+local function read_by(fd, what, deadline, max)
   local parts, size = {}, 0
   while true do
-    local chunk, why = read_ready(0)
-    if why then fail("standard input: " .. why) end
+    local chunk, why = read_ready(fd)
+    if why then fail(what .. ": " .. why) end
     if chunk == nil then return concat(parts) end
     size = size + #chunk
-    if size > MAX_DOCUMENT then too_big("standard input") end
+    if max and size > max then too_big(what) end
     parts[#parts + 1] = chunk
     if deadline and pc.now() >= deadline then return nil end
     if chunk == "" then pc.sleep(STDIN_POLL) end
   end
+end
+
+-- The FIFO (or pipe: bash's -d @<(cmd)) `path` whole, by `deadline`, as
+-- read_by reads it: its open waits for no writer, so -max-time bounds
+-- the wait for one too.
+local function fifo_by(path, deadline, max)
+  local fd, why = open_fifo(path)
+  if not fd then fail(path .. ": " .. why) end
+  local ok, data = pcall(read_by, fd, path, deadline, max)
+  close_fd(fd)
+  if not ok then error(data, 0) end
+  return data
 end
 
 -- File `path` whole, up to MAX_DOCUMENT.
@@ -341,11 +355,14 @@ function M.call.run(flags, args)
   local stdin = data == "@" or data == "@-"
   local from_stdin = m.client_streaming and stdin
   if from_stdin then data = nil
-  elseif stdin then
-    data = stdin_by(deadline)
+  elseif stdin or data and data:sub(1, 1) == "@" and file_kind(data:sub(2)) == "fifo" then
+    local path = not stdin and data:sub(2)
+    -- (a client stream's file holds many documents: read whole, unbounded)
+    local max = not m.client_streaming and MAX_DOCUMENT or nil
+    if path then data = fifo_by(path, deadline, max) else data = read_by(0, "standard input", deadline, max) end
     if not data then
-      stderr:write("ERROR: code = DEADLINE_EXCEEDED, message = deadline exceeded waiting for standard input "
-        .. format("(-max-time %g)\n", max_time))
+      stderr:write("ERROR: code = DEADLINE_EXCEEDED, message = deadline exceeded waiting for "
+        .. (path and "FIFO '" .. path .. "'" or "standard input") .. format(" (-max-time %g)\n", max_time))
       return 64 + pc.codes.DEADLINE_EXCEEDED
     end
   elseif data and data:sub(1, 1) == "@" then

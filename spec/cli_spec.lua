@@ -624,7 +624,88 @@ describe("protocall call", function()
     out, err, code = call("TARGET nope.Svc/Echo")
     assert.are.equal(1, code)
     assert.are.equal("", out)
-    assert.are.equal("protocall call: Service not found: nope.Svc\n", err)
+    assert.are.equal("protocall call: no service 'nope.Svc' in the schema (its services: faults.Faults)\n", err)
+    -- what the symbol is when it is no service, and a name without '/' as either (was "Service not found: faults")
+    for arg, why in pairs { ["faults.Request"] = "'faults.Request' is a message, not a method",
+                            ["faults.Request/Echo"] = "'faults.Request' is a message, not a service",
+                            ["faults.Request.text"] = "'faults.Request.text' is a field, not a method",
+                            ["faults.Nope"] = "no service 'faults' or 'faults.Nope' in the schema (its services: "
+                              .. "faults.Faults)" } do
+      out, err, code = call("TARGET " .. arg)
+      assert.are.equal(1, code, arg)
+      assert.are.equal("", out)
+      assert.are.equal("protocall call: " .. why .. (why:find("^no") and "" or ": pkg.Service/Method expected")
+        .. "\n", err)
+    end
+    -- an empty descriptor set
+    out, err, code = run(BIN .. " call -plaintext -protoset /dev/null 127.0.0.1:1 faults.Faults/Echo")
+    assert.are.equal(1, code)
+    assert.are.equal("", out)
+    assert.are.equal("protocall call: no service 'faults.Faults' in the schema: it has no service (-protoset "
+      .. "/dev/null holds no file: an empty descriptor set)\n", err)
+    local empty = write_tmp("")
+    out, err, code = run(BIN .. " call -plaintext -protoset /dev/null -protoset " .. empty .. " 127.0.0.1:1 t.S/M")
+    os.remove(empty)
+    assert.are.equal(1, code)
+    assert.are.equal("", out)
+    assert.are.equal("protocall call: no service 't.S' in the schema: it has no service (-protoset /dev/null, "
+      .. empty .. " hold no file: empty descriptor sets)\n", err)
+  end)
+
+  it("says a unary or server-streaming call's request document is empty, or several", function()
+    for _, case in ipairs {
+      { "-d @ TARGET faults.Faults/Echo", "", "the request document is empty (standard input): give a JSON "
+        .. "object, {} for an empty message" },
+      { "-d ' ' TARGET faults.Faults/Echo", nil, "the request document is empty (-d): give a JSON object, {} for "
+        .. "an empty message" },
+      { "-d @ TARGET faults.Faults/Echo", '{"text": "a"}\n{"text": "b"}', "faults.Faults.Echo takes one request "
+        .. "document (a unary method), standard input holds 2" },
+      { [[-d '{"text": "a"} {} {}' TARGET faults.Faults/Echo]], nil, "faults.Faults.Echo takes one request "
+        .. "document (a unary method), -d holds 3" },
+      { [[-d '{} {}' TARGET faults.Faults/Stream]], nil, "faults.Faults.Stream takes one request document (a "
+        .. "server-streaming method), -d holds 2" },
+    } do
+      local out, err, code = call(case[1], case[2])
+      assert.are.equal(1, code, case[1])
+      assert.are.equal("", out)
+      assert.are.equal("protocall call: request: " .. case[3] .. "\n", err)
+    end
+    local file = write_tmp("\n")
+    local _, err = call("-d @" .. file .. " TARGET faults.Faults/Echo")
+    os.remove(file)
+    assert.are.equal("protocall call: request: the request document is empty (" .. file .. "): give a JSON "
+      .. "object, {} for an empty message\n", err)
+  end)
+
+  it("reads -d @FILE from a pipe, bash's -d @<(cmd), a late writer's too", function()
+    local cmd = BIN .. " call -plaintext " .. FAULTS .. " -d @<(%s) 127.0.0.1:" .. server.port .. " faults.Faults/%s"
+    for _, case in ipairs {
+      { [[echo '{"text": "piped"}']], "Echo", '{\n  "text": "piped",\n  "attempts": 1\n}\n' },
+      { [[sleep 0.3; echo '{"text": "late"}']], "Echo", '{\n  "text": "late",\n  "attempts": 1\n}\n' },
+      { [[echo '{"text": "a"}'; sleep 0.3; echo '{"text": "b"}']], "Record",
+        '{\n  "text": "a,b",\n  "attempts": 2\n}\n' },
+    } do
+      local line = cmd:format(case[1], case[2])
+      local out, err, code = run("bash -c " .. ("%q"):format(line))
+      assert.are.equal(0, code, line .. ": " .. err)
+      assert.are.equal(case[3], out)
+    end
+  end)
+
+  it("bounds the wait for a FIFO's writer by -max-time, and reads one that comes", function()
+    local fifo = os.tmpname()
+    os.remove(fifo)
+    assert(os.execute("mkfifo " .. fifo))
+    local out, err, code = call("-max-time 1 -d @" .. fifo .. " TARGET faults.Faults/Echo")
+    assert.are.equal(64 + 4, code, err)
+    assert.are.equal("", out)
+    assert.are.equal("ERROR: code = DEADLINE_EXCEEDED, message = deadline exceeded waiting for FIFO '" .. fifo
+      .. "' (-max-time 1)\n", err)
+    out, err, code = call("-max-time 5 -d @" .. fifo .. [[ TARGET faults.Faults/Echo & sleep 0.3; ]]
+      .. [[echo '{"text": "fifo"}' > ]] .. fifo .. "; wait $!")
+    os.remove(fifo)
+    assert.are.equal(0, code, err)
+    assert.are.equal('{\n  "text": "fifo",\n  "attempts": 1\n}\n', out)
   end)
 
   it("streams every JSON document of -d to a client stream, and both ways on a bidirectional one", function()
@@ -711,6 +792,35 @@ describe("protocall call to dns:, ipv4: and ipv6: targets", function()
       assert.are.equal(2, code, target)
       assert.are.equal("", out)
       assert.matches("^protocall call: a [%w-]+: TARGET is h2c: give %-plaintext %(for TLS, https://host:port%)\n", err)
+    end
+  end)
+
+  it("passes an xds: target to pc.grpc as it is, in call, list, describe and gateway", function()
+    local bootstrap = [['{"xds_servers": [{"server_uri": "127.0.0.1:1", "channel_creds": [{"type": "insecure"}]}]}']]
+    local env = "env -u GRPC_XDS_BOOTSTRAP GRPC_XDS_BOOTSTRAP_CONFIG=" .. bootstrap .. " "
+    for _, cmd in ipairs { "call -plaintext -max-time 1 " .. FAULTS .. [[ -d '{"text": "hi"}' xds:///x ]]
+                           .. "faults.Faults/Echo", "list -plaintext -max-time 1 xds:///x",
+                           "describe -plaintext -max-time 1 xds:///x faults.Faults",
+                           "gateway -plaintext -max-time 1 -listen 127.0.0.1:0 xds:///x" } do
+      local out, err, code = run(env .. BIN .. " " .. cmd)
+      assert.are_not.equal(0, code, cmd)
+      assert.are.equal("", out)
+      assert.matches("xds:///x: deadline exceeded while waiting for listener x (LDS)", err, 1, true)
+    end
+    local _, err, code = run(env .. BIN .. " call -max-time 1 " .. FAULTS .. " xds:///x faults.Faults/Echo")
+    assert.are.equal(2, code)
+    assert.matches("^protocall call: a xds: TARGET is h2c: give %-plaintext", err)
+  end)
+
+  it("names an unknown scheme as TARGET gives it", function()
+    for _, cmd in ipairs { "call -plaintext " .. FAULTS .. " foo:///bar faults.Faults/Echo", "call foo:/bar x.S/M",
+                           "list -plaintext foo:///bar", "describe foo:///bar x.S",
+                           "gateway -plaintext -listen 127.0.0.1:0 foo:///bar" } do
+      local out, err, code = run(BIN .. " " .. cmd)
+      assert.are.equal(1, code, cmd)
+      assert.are.equal("", out)
+      assert.matches("^protocall %a+: TARGET 'foo:/+bar': unknown scheme 'foo:' %(host:port, http://, https://, "
+        .. "dns:, ipv4:, ipv6:, unix:, unix%-abstract: or xds: expected%)\n$", err)
     end
   end)
 end)
@@ -1329,7 +1439,12 @@ describe("protocall list, describe and call by server reflection", function()
     out, err, code = cli("call -plaintext TARGET nope.Svc/Echo")
     assert.are.equal(1, code)
     assert.are.equal("", out)
-    assert.are.equal("protocall call: Service not found: nope.Svc\n", err)
+    assert.are.equal("protocall call: no service 'nope.Svc' on the server (its services: faults.Faults, "
+      .. "faults.Talk, grpc.reflection.v1.ServerReflection, grpc.reflection.v1alpha.ServerReflection)\n", err)
+    out, err, code = cli("call -plaintext TARGET faults.Nope")
+    assert.are.equal(1, code)
+    assert.are.equal("", out)
+    assert.matches("^protocall call: no service 'faults' or 'faults.Nope' on the server %(its services: ", err)
     out, err, code = cli("call -plaintext TARGET faults.Faults/Nope")
     assert.are.equal(1, code)
     assert.are.equal("", out)
@@ -1337,7 +1452,13 @@ describe("protocall list, describe and call by server reflection", function()
     out, err, code = cli("call -plaintext TARGET faults.Request/Echo") -- a message, not a service
     assert.are.equal(1, code)
     assert.are.equal("", out)
-    assert.are.equal("protocall call: Service not found: faults.Request\n", err)
+    assert.are.equal("protocall call: 'faults.Request' is a message, not a service: pkg.Service/Method expected\n",
+      err)
+    out, err, code = cli("call -plaintext TARGET faults.Request")
+    assert.are.equal(1, code)
+    assert.are.equal("", out)
+    assert.are.equal("protocall call: 'faults.Request' is a message, not a method: pkg.Service/Method expected\n",
+      err)
     -- a service without a method: said so, with its methods (was "Service not found: faults")
     out, err, code = cli("call -plaintext TARGET faults.Talk")
     assert.are.equal(2, code)

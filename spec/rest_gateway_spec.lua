@@ -800,6 +800,30 @@ describe("protocall gateway refusing to start", function()
     os.remove(rules)
   end)
 
+  it("exits on a pattern or template wrong whatever the schema, before any is read, at its line:col", function()
+    local rules = os.tmpname()
+    for text, why in pairs {
+      ['{\n  "rules": [\n    {"selector": "gw.Library.Echo", "post": "/e", "body": "*"},\n'
+        .. '    {"selector": "gw.Library.Echo",\n     "get": "/e/{text"}]}'] =
+        ":5:13: http rules: rule 2: gw.Library.Echo: GET /e/{text: bad template: unclosed '{'",
+      -- a google.api.Service's http member, a binding by its JSON name, a string's escapes before it
+      ['{"name": "a\\"}", "http": {"rules": [{"selector": "s.S.M", "get": "/ok", "additionalBindings": '
+        .. '[{"post": "/v1//x"}]}]}}'] =
+        ":1:105: http rules: rule 1: s.S.M: POST /v1//x: bad template: empty segment at offset 4",
+      ['{"rules": [{"selector": "s.S.M", "custom": {"kind": "get", "path": "/x"}}]}'] =
+        ":1:44: http rules: rule 1: s.S.M: get /x: custom kind 'get' never matches (methods are case-sensitive: GET)",
+      ['{"rules": [{"selector": "s.S.M", "get": "/x"}, {"selector": "s.S.N"}]}'] =
+        ":1:48: http rules: rule 2: s.S.N: ?: no pattern (get, put, post, delete, patch or custom)",
+    } do
+      write(rules, text)
+      -- the upstream down, no schema flag: the gateway would serve, reading the schema again and again
+      local out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -rules " .. q(rules)
+        .. " 127.0.0.1:1 2>&1; echo status $?")
+      assert.are.equal("protocall gateway: -rules '" .. rules .. "'" .. why .. "\nstatus 1\n", out)
+    end
+    os.remove(rules)
+  end)
+
   it("exits naming the rule (from 1) whose selector names no method of the schema", function()
     local rules = os.tmpname()
     write(rules, '{"rules": [{"selector": "gw.Library.Echo", "get": "/e"}, {"selector": "gw.Nope.M", "get": "/n"}]}')

@@ -20,6 +20,7 @@
 #include <lauxlib.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <net/if.h>
 #include <poll.h>
@@ -1048,6 +1049,41 @@ static int lpc_file_kind(lua_State *L) {
   return 1;
 }
 
+/* -- fd | nil, why = core.open_fifo(path)
+ * Opens the FIFO (named pipe, or a pipe such as bash's <(cmd)) 'path' for
+ * reading without waiting for a writer (O_NONBLOCK), for
+ * core.read_ready, which gives "" while no writer's bytes are there and nil
+ * once a writer that came has gone (Linux reports no hangup on a FIFO
+ * opened so before its first writer); nil and strerror's text when open(2)
+ * fails. core.close_fd closes it. (`protocall call -d @FIFO` under
+ * -max-time, lua/protocall/cli/call.lua.) */
+static int lpc_open_fifo(lua_State *L) {
+  const char *path = luaL_checkstring(L, 1);
+  int fd;
+  do fd = open(path, O_RDONLY | O_NONBLOCK);
+  while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    lua_pushnil(L);
+    lua_pushstring(L, strerror(errno));
+    return 2;
+  }
+  lua_pushinteger(L, fd);
+  return 1;
+}
+
+/* -- core.close_fd(fd)
+ * Closes descriptor 'fd' of core.open_fifo; raises "bad argument #1 to
+ * 'close_fd' (a descriptor of open_fifo (an integer >= 3) expected)" for
+ * anything else, standard streams included. */
+static int lpc_close_fd(lua_State *L) {
+  int isint = 0;
+  lua_Integer fd = lua_tointegerx(L, 1, &isint);
+  if (!isint || fd < 3 || fd > INT_MAX)
+    lpc_arg_error(L, 1, "close_fd", "a descriptor of open_fifo (an integer >= 3) expected");
+  close((int)fd);
+  return 0;
+}
+
 /* -- bytes | "" | nil [, message] = core.read_ready(fd [, max])
  * What descriptor 'fd' (an integer; 0 is standard input) holds now, read
  * without waiting: up to 'max' bytes (default 65536, at most 16 MiB), ""
@@ -1403,6 +1439,8 @@ void lpc_open_net(lua_State *L) {
                                    {"read_ready", lpc_read_ready},
                                    {"if_index", lpc_if_index},
                                    {"file_kind", lpc_file_kind},
+                                   {"open_fifo", lpc_open_fifo},
+                                   {"close_fd", lpc_close_fd},
                                    {"resolve", lpc_resolve},
                                    {"resolver", lpc_resolver_new},
                                    {"grpc_timeout", lpc_grpc_timeout},

@@ -3,6 +3,7 @@
 local pc = require "protocall"
 local common = require "protocall.cli.common"
 local service_config = require "protocall.rpc.service_config"
+local proto_print = require "protocall.schema.print"
 
 local pairs, ipairs, tostring, pcall, getmetatable, setmetatable =
   pairs, ipairs, tostring, pcall, getmetatable, setmetatable
@@ -15,7 +16,8 @@ local usage_error, fail, check_format, has_schema, load_schemas, read_input, wri
 local metadata_of, print_error, connect, with_reflection = common.metadata_of, common.print_error,
   common.connect, common.with_reflection
 local json_splitter = common.json_splitter
-local read_ready = require("protocall.core").read_ready
+local core = require "protocall.core"
+local read_ready, open_fifo, close_fd, file_kind = core.read_ready, core.open_fifo, core.close_fd, core.file_kind
 
 local M = {}
 
@@ -40,10 +42,10 @@ M.call = {
           "       [-v] TARGET pkg.Service/Method",
   about = "Calls a method over gRPC, any call shape (TARGET is host:port; TLS unless\n" ..
           "-plaintext; dns:///name:port, dns://IP:PORT/name:port, ipv4:/ipv6: lists,\n" ..
-          "unix:/path and unix-abstract:name with -plaintext, as pc.grpc takes them). The\n" ..
-          "request is JSON from -d (@ reads standard input, @FILE a file; none: an empty\n" ..
-          "message); a client or bidirectional stream sends every JSON document of it\n" ..
-          "(concatenated or one per line), from standard input each one as soon as it is\n" ..
+          "unix:/path, unix-abstract:name and xds:///name with -plaintext, as pc.grpc takes\n" ..
+          "them). The request is JSON from -d (@ reads standard input, @FILE a file; none:\n" ..
+          "an empty message); a client or bidirectional stream sends every JSON document of\n" ..
+          "it (concatenated or one per line), from standard input each one as soon as it is\n" ..
           "whole, the call started (the sending side closes at its end). Each response is\n" ..
           "printed as it arrives. Without schema flags the schema comes from TARGET's server\n" ..
           "reflection service. Exits 0 on OK, otherwise 64 + the status code, with\n" ..
@@ -55,7 +57,7 @@ M.call = {
           "\"backoffMultiplier\": 2, \"retryableStatusCodes\": [\"UNAVAILABLE\"]}) or a whole\n" ..
           "service config. -v prints the response headers, trailers and timing to stderr.\n" ..
           "-max-time is the call's deadline (0: none, as without it), the wait for\n" ..
-          "standard input included.\n" ..
+          "standard input (or a FIFO's, -d @FIFO, its writer's coming too) included.\n" ..
           "-connect-timeout bounds connecting, TLS and the server's SETTINGS: UNAVAILABLE past it.\n" ..
           "-protocol picks the protocol over HTTP/2 (as buf curl's): grpc (the default),\n" ..
           "grpcweb (gRPC-Web) or connect (the Connect protocol); reflection then goes over it\n" ..
@@ -145,19 +147,59 @@ local function retry_config(json)
   return { methodConfig = { { name = { {} }, retryPolicy = t } } }, false
 end
 
+-- The services `method` ("pkg.Service/Method" or "pkg.Service.Method",
+-- as given) may name, as no_method says them: "'t'" or
+-- "'t' or 't.Nope'" (a name without '/' may be a whole service's).
+local function service_names(service, method)
+  local whole = method:gsub("^/", "")
+  if whole:find("/", 1, true) then return "'" .. service .. "'" end
+  return format("'%s' or '%s'", service, whole)
+end
+
 -- A pool of the server's files defining `service`, by reflection (or,
--- when the server has none, `whole`, the method argument, when it names a
--- service: the caller says so); or nil and the exit status.
+-- when the server has none, `whole`, the method argument as a symbol,
+-- when it is one: a service the caller says so of, or what else it is),
+-- and when it has neither, the server's services (for no_method); or nil
+-- and the exit status.
 local function reflection_pool(flags, transport, service, whole)
-  return with_reflection(flags, transport, function(r)
+  local services
+  local pool, status = with_reflection(flags, transport, function(r)
     local ok, err = pcall(r.symbol, service)
+    if ok and r.pool:service(service) then return r.pool end
     -- (a server may know a package, "pkg" of "pkg.Service", as a symbol)
-    if not (ok and r.pool:service(service)) and pcall(r.symbol, whole) and r.pool:service(whole) then
-      return r.pool
-    end
-    if not ok then error(err, 0) end
+    if pcall(r.symbol, whole) then return r.pool end
+    if not ok and not (getmetatable(err) == pc.Error and err.code == "NOT_FOUND") then error(err, 0) end
+    services = r.services()
     return r.pool
-  end, "protocall call: Service not found: " .. service, "call")
+  end, nil, "call")
+  return pool, status, services
+end
+
+-- Fails saying why `method` (split into `service` and `name`) names no
+-- method of `pool`: what else its symbol is, or that no service of its
+-- name is there, and which there are (`services`: the server's, by
+-- reflection; nil: the pool's, of the schema flags: none when -protoset
+-- files hold no file, an empty set).
+local function no_method(pool, flags, service, method, services)
+  local whole = method:gsub("^/", "")
+  local syms = proto_print.symbols(proto_print.descriptors(pool, pool:files()))
+  for _, sym in ipairs { (whole:gsub("/", ".")), service } do
+    local s = syms[sym]
+    if s then
+      fail(format("'%s' is a%s %s, not a %s: pkg.Service/Method expected", sym, s.kind:find("^[aeiou]") and "n" or "",
+        s.kind, sym == service and "service" or "method"))
+    end
+  end
+  local names = services or proto_print.services_of(syms)
+  local where = services and "on the server" or "in the schema"
+  if #names > 0 then
+    fail(format("no service %s %s (its services: %s)", service_names(service, method), where, concat(names, ", ")))
+  end
+  local sets = flags.protoset or {}
+  local empty = not services and #sets > 0 and #pool:files() == 0
+    and format(" (-protoset %s %s no file: %s)", concat(sets, ", "), #sets > 1 and "hold" or "holds",
+      #sets > 1 and "empty descriptor sets" or "an empty descriptor set") or ""
+  fail(format("no service %s %s: it has no service%s", service_names(service, method), where, empty))
 end
 
 -- How long the task reading standard input sleeps when nothing is there.
@@ -203,21 +245,34 @@ local function too_big(what)
     MAX_DOCUMENT))
 end
 
--- Standard input whole, read by `deadline` (pc.now()'s clock; nil: none),
--- checked after every read: nil when it has not ended by then (-max-time
--- of a call that reads one document).
-local function stdin_by(deadline)
+-- The descriptor `fd` (0: standard input; a FIFO's of open_fifo) read
+-- whole by `deadline` (pc.now()'s clock; nil: none), checked after every
+-- read: nil when it has not ended by then (-max-time of a call that
+-- reads one document); its data past `max` bytes fails naming `what`.
+local function read_by(fd, what, deadline, max)
   local parts, size = {}, 0
   while true do
-    local chunk, why = read_ready(0)
-    if why then fail("standard input: " .. why) end
+    local chunk, why = read_ready(fd)
+    if why then fail(what .. ": " .. why) end
     if chunk == nil then return concat(parts) end
     size = size + #chunk
-    if size > MAX_DOCUMENT then too_big("standard input") end
+    if max and size > max then too_big(what) end
     parts[#parts + 1] = chunk
     if deadline and pc.now() >= deadline then return nil end
     if chunk == "" then pc.sleep(STDIN_POLL) end
   end
+end
+
+-- The FIFO (or pipe: bash's -d @<(cmd)) `path` whole, by `deadline`, as
+-- read_by reads it: its open waits for no writer, so -max-time bounds
+-- the wait for one too.
+local function fifo_by(path, deadline, max)
+  local fd, why = open_fifo(path)
+  if not fd then fail(path .. ": " .. why) end
+  local ok, data = pcall(read_by, fd, path, deadline, max)
+  close_fd(fd)
+  if not ok then error(data, 0) end
+  return data
 end
 
 -- File `path` whole, up to MAX_DOCUMENT.
@@ -241,6 +296,20 @@ local function file_document(path)
   end
 end
 
+-- Why the request document `doc` of the -d flag `d`, which pc.from_json
+-- refused, is not one for method `m` (a unary or server-streaming one):
+-- it is empty, or it is several documents; nil when it is one.
+local function one_document(doc, d, m)
+  local ok, docs = pcall(json_documents, doc)
+  if not ok or #docs == 1 then return nil end
+  local from = (d == "@" or d == "@-") and "standard input" or d:sub(1, 1) == "@" and d:sub(2) or "-d"
+  if #docs == 0 then
+    return format("the request document is empty (%s): give a JSON object, {} for an empty message", from)
+  end
+  return format("%s takes one request document (a %s method), %s holds %d", m.full_name,
+    m.server_streaming and "server-streaming" or "unary", from, #docs)
+end
+
 function M.call.run(flags, args)
   local fmt = check_format("call", flags, { "json", "text" })
   if #args ~= 2 then usage_error("call", "TARGET and pkg.Service/Method expected") end
@@ -253,7 +322,7 @@ function M.call.run(flags, args)
   if (flags.d == "@" or flags.d == "@-") and select(3, io.stdin:seek("cur")) == 9 then -- EBADF
     fail("standard input: closed (Bad file descriptor)")
   end
-  local pool, transport
+  local pool, transport, services
   if has_schema(flags) then
     pool = load_schemas(flags)
   elseif flags.http1 then
@@ -262,7 +331,7 @@ function M.call.run(flags, args)
   else
     transport = connect(flags, target, "call")
     local status
-    pool, status = reflection_pool(flags, transport, service, (method:gsub("^/", "")))
+    pool, status, services = reflection_pool(flags, transport, service, (method:gsub("^/", ""):gsub("/", ".")))
     if not pool then return status end
   end
   local info = pool:service(service)
@@ -274,7 +343,7 @@ function M.call.run(flags, args)
     usage_error("call", format("'%s' is a service: pkg.Service/Method expected (its methods: %s)", whole,
       #names > 0 and concat(names, ", ") or "none"))
   end
-  if not info then fail("Service not found: " .. service) end
+  if not info then no_method(pool, flags, service, method, services) end
   local m = info.methods[name]
   if not m then fail(service .. " has no method '" .. name .. "'") end
   local data = flags.d
@@ -286,11 +355,14 @@ function M.call.run(flags, args)
   local stdin = data == "@" or data == "@-"
   local from_stdin = m.client_streaming and stdin
   if from_stdin then data = nil
-  elseif stdin then
-    data = stdin_by(deadline)
+  elseif stdin or data and data:sub(1, 1) == "@" and file_kind(data:sub(2)) == "fifo" then
+    local path = not stdin and data:sub(2)
+    -- (a client stream's file holds many documents: read whole, unbounded)
+    local max = not m.client_streaming and MAX_DOCUMENT or nil
+    if path then data = fifo_by(path, deadline, max) else data = read_by(0, "standard input", deadline, max) end
     if not data then
-      stderr:write("ERROR: code = DEADLINE_EXCEEDED, message = deadline exceeded waiting for standard input "
-        .. format("(-max-time %g)\n", max_time))
+      stderr:write("ERROR: code = DEADLINE_EXCEEDED, message = deadline exceeded waiting for "
+        .. (path and "FIFO '" .. path .. "'" or "standard input") .. format(" (-max-time %g)\n", max_time))
       return 64 + pc.codes.DEADLINE_EXCEEDED
     end
   elseif data and data:sub(1, 1) == "@" then
@@ -308,6 +380,7 @@ function M.call.run(flags, args)
       local ok, why = pc.is_initialized(request)
       if not ok then err = why end
     end
+    if err and not m.client_streaming then err = one_document(doc, flags.d, m) or err end
     if err then fail("request" .. (m.client_streaming and format(" %d", i) or "") .. ": " .. tostring(err)) end
     requests[i] = request
   end

@@ -565,8 +565,10 @@ function M.print_error(err, flags)
 end
 
 -- The target spellings pc.grpc takes as they are, all h2c: dns: names
--- (resolved by c-ares, SRV too), ipv4:/ipv6: lists and Unix sockets.
-local H2C_SCHEMES = { "^dns:", "^ipv4:", "^ipv6:", "^unix:", "^unix%-abstract:" }
+-- (resolved by c-ares, SRV too), ipv4:/ipv6: lists, Unix sockets and
+-- xds: names (their endpoints are h2c, transport/xds.lua).
+local H2C_SCHEMES = { "dns", "ipv4", "ipv6", "unix", "unix-abstract", "xds" }
+local SCHEMES = "http://, https://, dns:, ipv4:, ipv6:, unix:, unix-abstract: or xds:"
 
 --- no_fifo(flag, path): fails, naming `flag`, when the file `path` of a
 -- TLS flag is a FIFO (named pipe): opening one waits for a writer, however
@@ -610,18 +612,23 @@ end
 
 --- transport = connect(flags, target, cmd): the pc.grpc transport to
 -- TARGET with the connection flags: host:port as http:// (-plaintext) or
--- https://, a URL or one of H2C_SCHEMES as it is.
+-- https://, a URL or one of H2C_SCHEMES as it is; another scheme (a name
+-- before ":/", "foo:///bar") fails naming TARGET as given.
 function M.connect(flags, target, cmd)
   local url = (flags.plaintext and "http://" or "https://") .. target
-  if target:match("^https?://") then url = target end
-  for _, scheme in ipairs(H2C_SCHEMES) do
-    if target:match(scheme) then
-      if not flags.plaintext then
-        usage_error(cmd, "a " .. target:match("^[%w-]+:") .. " TARGET is h2c: give -plaintext "
-          .. "(for TLS, https://host:port)")
-      end
-      url = target
+  local scheme = target:match("^([%a][%w+.-]*):")
+  local h2c = false
+  for _, name in ipairs(H2C_SCHEMES) do h2c = h2c or scheme == name end
+  if target:match("^https?://") then
+    url = target
+  elseif h2c then
+    if not flags.plaintext then
+      usage_error(cmd, "a " .. scheme .. ": TARGET is h2c: give -plaintext (for TLS, https://host:port)")
     end
+    url = target
+  elseif scheme and target:find("^[^:]*:/") then -- not host:port
+    fail("TARGET '" .. target:gsub("%c", "?") .. "': unknown scheme '" .. scheme .. ":' (host:port, "
+      .. SCHEMES .. " expected)")
   end
   if flags.plaintext and (flags.cacert or flags.cert or flags.key or flags.servername or flags.insecure) then
     usage_error(cmd, "-plaintext takes no TLS flag (-cacert, -cert, -key, -servername, -insecure)")

@@ -11,7 +11,7 @@ local reflection = require "protocall.rpc.reflection"
 local http_rules = require "protocall.http.rules"
 
 local ipairs, pairs, pcall, tostring, error, getmetatable = ipairs, pairs, pcall, tostring, error, getmetatable
-local format, concat, sort = string.format, table.concat, table.sort
+local format, concat, sort, upper = string.format, table.concat, table.sort, string.upper
 local stderr, usage_error, fail = common.stderr, common.usage_error, common.fail
 local max, now, forwarding = math.max, sched.now, require("protocall.rpc.server").forwarding
 local metadata_problem = require("protocall.core").metadata_problem
@@ -32,30 +32,31 @@ M.gateway = {
           "       [-header NAME ...] [-timeout SECONDS] [-validate] [-unbound] [-cors ORIGIN ...]\n" ..
           "       [-listen-cert FILE -listen-key FILE] [-plaintext | TLS flags] UPSTREAM",
   about = "Serves on ADDR (default 127.0.0.1:8080; port 0 picks a free one) the services of\n" ..
-          "UPSTREAM (host:port, a URL or dns:/unix: as `protocall call` takes it): REST/JSON\n" ..
-          "requests by the google.api.http annotations of the schema and the rules of\n" ..
-          "-rules (a google.api.Service's http section as JSON: {\"rules\": [...]}), and\n" ..
-          "gRPC, gRPC-Web and Connect calls, all forwarded to UPSTREAM as gRPC. The schema\n" ..
-          "comes from -proto/-protoset, else from UPSTREAM's reflection service: read at\n" ..
-          "start, then again every -refresh SECONDS (>= 1, default 60; 0: not again once\n" ..
-          "read); a changed schema is served from then on (calls in flight end on the old\n" ..
-          "one), and a read that fails or a schema whose rules do not compile keeps the\n" ..
-          "current one, saying why on stderr. An UPSTREAM that cannot be reached at start\n" ..
-          "is read again (1 s growing to 60 s) while calls are refused UNAVAILABLE (REST:\n" ..
-          "503); a bad -rules file or any other error at start exits. -header passes a\n" ..
-          "request header on as metadata for REST requests (besides Authorization and\n" ..
-          "Grpc-Metadata-*); -timeout is every REST route's deadline (a shorter\n" ..
-          "Grpc-Timeout wins; gRPC, gRPC-Web and Connect calls keep their own); -validate\n" ..
-          "refuses requests breaking their protovalidate rules before they reach UPSTREAM,\n" ..
-          "whatever the protocol (REST: 400; gRPC, gRPC-Web, Connect: INVALID_ARGUMENT;\n" ..
-          "each with a google.rpc.BadRequest detail; a stream's requests each as read);\n" ..
-          "-unbound serves methods without a rule as POST /pkg.Service/Method. -cors lets\n" ..
-          "browser pages of ORIGIN (scheme://host[:port], or *) call it (pc.listen's cors\n" ..
-          "option: preflights and CORS headers on every protocol's answers; a preflight\n" ..
-          "allows the REST rules' methods, Authorization, the -header names and\n" ..
-          "Grpc-Metadata-*). A client that goes away cancels its upstream call. It serves\n" ..
-          "the reflection service itself, from the schema. -listen-cert/-listen-key: TLS\n" ..
-          "on ADDR. Prints `listening on HOST:PORT` to stderr and serves until stopped.",
+          "UPSTREAM (host:port, a URL, dns:, unix: or xds: as `protocall call` takes it):\n" ..
+          "REST/JSON requests by the google.api.http annotations of the schema and the\n" ..
+          "rules of -rules (a google.api.Service's http section as JSON: {\"rules\":\n" ..
+          "[...]}), and gRPC, gRPC-Web and Connect calls, all forwarded to UPSTREAM as\n" ..
+          "gRPC. The schema comes from -proto/-protoset, else from UPSTREAM's reflection\n" ..
+          "service: read at start, then again every -refresh SECONDS (>= 1, default 60; 0:\n" ..
+          "not again once read); a changed schema is served from then on (calls in flight\n" ..
+          "end on the old one), and a read that fails or a schema whose rules do not\n" ..
+          "compile keeps the current one, saying why on stderr. An UPSTREAM that cannot be\n" ..
+          "reached at start is read again (1 s growing to 60 s) while calls are refused\n" ..
+          "UNAVAILABLE (REST: 503); a bad -rules file or any other error at start exits.\n" ..
+          "-header passes a request header on as metadata for REST requests (besides\n" ..
+          "Authorization and Grpc-Metadata-*); -timeout is every REST route's deadline (a\n" ..
+          "shorter Grpc-Timeout wins; gRPC, gRPC-Web and Connect calls keep their own);\n" ..
+          "-validate refuses requests breaking their protovalidate rules before they reach\n" ..
+          "UPSTREAM, whatever the protocol (REST: 400; gRPC, gRPC-Web, Connect:\n" ..
+          "INVALID_ARGUMENT; each with a google.rpc.BadRequest detail; a stream's requests\n" ..
+          "each as read); -unbound serves methods without a rule as POST\n" ..
+          "/pkg.Service/Method. -cors lets browser pages of ORIGIN (scheme://host[:port],\n" ..
+          "or *) call it (pc.listen's cors option: preflights and CORS headers on every\n" ..
+          "protocol's answers; a preflight allows the REST rules' methods, Authorization,\n" ..
+          "the -header names and Grpc-Metadata-*). A client that goes away cancels its\n" ..
+          "upstream call. It serves the reflection service itself, from the schema.\n" ..
+          "-listen-cert/-listen-key: TLS on ADDR. Prints `listening on HOST:PORT` to stderr\n" ..
+          "and serves until stopped.",
   example = "protocall gateway -listen :8080 -plaintext -proto library.proto 127.0.0.1:50051",
 }
 
@@ -374,6 +375,61 @@ local function located(file, text, why, skipped)
   return format("-rules '%s':%d:%d: %s", file, lines + 1, col, head)
 end
 
+-- The index in the JSON text `s` just past the value at index `i`
+-- (a JSON text the reader took: nothing here is checked).
+local function past_value(s, i)
+  local depth = 0
+  repeat
+    local c = s:sub(i, i)
+    if c == '"' then
+      i = i + 1
+      repeat
+        local q = s:find('["\\]', i) or #s
+        i = q + (s:sub(q, q) == "\\" and 2 or 1)
+      until s:sub(q, q) ~= "\\"
+    elseif c == "{" or c == "[" or c == "}" or c == "]" then
+      depth = depth + ((c == "{" or c == "[") and 1 or -1)
+      i = i + 1
+    elseif depth > 0 then
+      i = i + 1
+    else
+      i = s:find("[%s,%]}]", i) or #s + 1
+    end
+  until depth == 0 or i > #s
+  return i
+end
+
+-- The byte offset (from 0) in the JSON text `s` of the value at `path`
+-- ({"rules", 0, "get"}: members by proto or JSON name, the last of a
+-- name; array elements from 0), from the value at index `i`; nil when
+-- it is not there.
+local function value_offset(s, path, i, k)
+  i, k = s:find("%S", i or 1), k or 1
+  if not i then return nil end
+  local step = path[k]
+  if step == nil then return i - 1 end
+  local open, close = s:sub(i, i), type(step) == "number" and "]" or "}"
+  if open ~= (close == "]" and "[" or "{") then return nil end
+  local json_name = type(step) == "string" and step:gsub("_(%l)", upper)
+  local n, found = 0, nil
+  i = s:find("%S", i + 1)
+  while i and s:sub(i, i) ~= close do
+    local at = i
+    if close == "}" then -- a member: its name, ':' and its value
+      local name_end = past_value(s, i)
+      local name = s:sub(i + 1, name_end - 2)
+      at = s:find("%S", s:find(":", name_end, true) + 1)
+      if name == step or name == json_name then found = at end
+    elseif n == step then
+      found = at
+    end
+    n = n + 1
+    i = s:find("%S", past_value(s, at))
+    if i and s:sub(i, i) == "," then i = s:find("%S", i + 1) end
+  end
+  return found and value_offset(s, path, found, k + 1)
+end
+
 -- The failure `text` of pc.listen's rest option ("pc.listen: " left out)
 -- with the -rules file `file` (nil: none) named for its rules: their
 -- errors lead with "rest: http rules: " (an annotation's name its method).
@@ -505,7 +561,8 @@ function M.gateway.run(flags, args)
       REFRESH_MIN, tostring(refresh)))
   end
   -- -rules checked as far as it goes without the schema (JSON, google.api.Http's
-  -- shape); whether its selectors name methods is known once the schema is read
+  -- shape, each rule's pattern and template); whether its selectors name methods,
+  -- and its templates' variables fields, is known once the schema is read
   local http_text
   if flags.rules then
     local text = common.read_input(flags.rules, "-rules")
@@ -514,8 +571,18 @@ function M.gateway.run(flags, args)
     -- counts them in a .proto file
     local bom = text:sub(1, 3) == "\239\187\191" and 3 or 0
     http_text = text:sub(bom + 1)
-    local okH, why = http_rules.http_config(http_text)
-    if not okH then fail(located(flags.rules, text, why, bom)) end
+    local http, why = http_rules.http_config(http_text)
+    if not http then fail(located(flags.rules, text, why, bom)) end
+    -- a pattern or template wrong whatever the schema, at the file's line:col
+    local place
+    why, place = http_rules.binding_problem(http)
+    if why then
+      -- a google.api.Service's rules are under its "http" member
+      local in_service = { "http" }
+      for i, step in ipairs(place) do in_service[i + 1] = step end
+      local at = value_offset(http_text, in_service) or value_offset(http_text, place)
+      fail(located(flags.rules, text, why .. (at and " at offset " .. at or ""), bom))
+    end
   end
   local transport = common.connect(flags, args[1], "gateway")
   local pool, services, got, unreachable

@@ -138,21 +138,34 @@ local function pattern_of(rule)
   return which:upper(), rule[which]
 end
 
+-- One binding (a rule or an additional binding; `nested`: one of
+-- another's) as far as the schema does not decide it: {method = the HTTP
+-- method, path = its template's text, t = template.parse's, pattern =
+-- "GET /v1/x" for errors}; nil, what is wrong and that pattern ("?" when
+-- there is none).
+local function binding(rule, nested)
+  local http_method, path, label = pattern_of(rule)
+  local pattern = http_method and describe(http_method, path) or label or "?"
+  if not http_method then return nil, path, pattern end
+  if nested and #rule.additional_bindings > 0 then
+    return nil, "additional_bindings must not nest (one level only)", pattern
+  end
+  local t, perr = template.parse(path)
+  if not t then return nil, "bad template: " .. perr, pattern end
+  return { method = http_method, path = path, t = t, pattern = pattern }
+end
+
 -- One route of one binding (rule or additional binding) of method `m`;
 -- `n`: the rule's number among those given apart (opts.http), from 1,
 -- which its errors lead with as its reading's errors do (rules_error),
 -- else (an annotation) nil.
 local function compile(self, m, rule, nested, n)
-  local http_method, path, label = pattern_of(rule)
-  local pattern = http_method and describe(http_method, path) or label or "?"
+  local b, why, pattern = binding(rule, nested)
+  pattern = b and b.pattern or pattern
   local what = n and format("http rules: rule %d: %s: %s", n, m.full_name, pattern)
     or format("%s: rule %s", m.full_name, pattern)
-  if not http_method then return nil, what .. ": " .. path end
-  if nested and #rule.additional_bindings > 0 then
-    return nil, what .. ": additional_bindings must not nest (one level only)"
-  end
-  local t, perr = template.parse(path)
-  if not t then return nil, format("%s: bad template: %s", what, perr) end
+  if not b then return nil, what .. ": " .. why end
+  local http_method, path, t = b.method, b.path, b.t
   local pool, cache = self.pool, self.fields
   local route = {
     method = m.full_name, path = m.path, input = m.input, output = m.output,
@@ -277,6 +290,33 @@ local function http_config(http)
 end
 -- (the gateway checks a -rules file with it before any schema is read)
 M.http_config = http_config
+
+--- err, path = M.binding_problem(http): what is wrong, whatever the
+-- schema, with the first rule or additional binding of `http` (a
+-- google.api.Http message, http_config's) that is wrong so (no pattern,
+-- a custom kind that is no method, nested additional_bindings, a template
+-- that does not parse), in M.compile's words ("http rules: rule 1:
+-- pkg.S.M: GET /v1/{name: bad template: unclosed '{'"), and where in the
+-- JSON of the rules: {"rules", i, "additional_bindings", j, "get"} (the
+-- member holding the pattern, else the binding; indices from 0); nil
+-- when none is. (The gateway checks a -rules file so before any schema
+-- is read.)
+function M.binding_problem(http)
+  for i, rule in mipairs(http.rules) do
+    local path, selector = { "rules", i - 1 }, rule.selector
+    local b, why, pattern = binding(rule, false)
+    for j, extra in mipairs(rule.additional_bindings) do
+      if not b then break end
+      b, why, pattern = binding(extra, true)
+      if not b then path, rule = { "rules", i - 1, "additional_bindings", j - 1 }, extra end
+    end
+    if not b then
+      path[#path + 1] = which_oneof(rule, "pattern")
+      return format("http rules: rule %d: %s: %s: %s", i, selector, pattern, why), path
+    end
+  end
+  return nil
+end
 
 --- set | nil, err = M.compile(pool, services, opts): the routes of the
 -- methods of `services` (a list of full names; nil: every service of the

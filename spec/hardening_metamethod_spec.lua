@@ -273,6 +273,10 @@ describe("protocall metatables", function()
       raises(function() m.z = K { n = 2 } end)
       raises(function() kids[2] = K { n = 2 } end)
       raises(function() ids[2] = 7 end)
+      -- a table given to the field fills the container: its message object too
+      raises(function() root.sub.kids = { K { n = 5 } } end)
+      raises(function() root.sub.m = { y = K { n = 6 } } end)
+      raises(function() root.sub.ids = { 8 } end)
       assert.are.equal(bytes, pc.encode(root))
     end
   end)

@@ -351,8 +351,7 @@ static void fill_array(lua_State *L, int c, int src, lpc_Build *visited) {
     lua_pop(L, 1);
   }
   /* Pass 2: store. */
-  lua_getiuservalue(L, c, 1);
-  int a = lpc_push_anchor(L, -1);
+  int a = lpc_push_container_anchor(L, c); /* (its message object checked: the debug library) */
   lpc_ArenaBox *h = lpc_anchor_arena(L, a);
   pc_Array *arr = pc_Message_MutableArray(msg, f, h->arena);
   size_t elem = pc_FieldDef_ElemSize(f);
@@ -532,8 +531,7 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
     }
   }
   /* Pass 2: store into the emptied map. */
-  lua_getiuservalue(L, c, 1);
-  int a = lpc_push_anchor(L, -1);
+  int a = lpc_push_container_anchor(L, c); /* (its message object checked: the debug library) */
   lpc_ArenaBox *h = lpc_anchor_arena(L, a);
   pc_Map *map = pc_Message_MutableMap(msg, f, h->arena);
   if (map == NULL) lpc_nomem(L);

@@ -186,6 +186,9 @@ M.CASES = {
     response_headers = { ["content-length"] = tostring(#'"title of shelves/1/books/2"') } },
   { "HEAD to no route is 404, the head alone", "/v2/nothing", method = "HEAD", code = 404, refused = true,
     expect = "" },
+  -- (the stream would take 1,000 s: a HEAD ends it at its head, the first message's)
+  { "HEAD on a server stream is its head alone, the stream ended there", "/v1/shelves/3/books:stream?count=100000",
+    method = "HEAD", code = 200, expect = "" },
   { "a bad query parameter is 400 naming it", "/v1/shelves/1/books/2?pages=x", code = 400, refused = true,
     match = "^{\"code\":3,\"message\":\"query parameter 'pages': .*\",\"details\":%[%]}$" },
   { "path traversal in a variable is 400", "/v1/shelves/%2E%2E/books/2", code = 400, refused = true,

@@ -149,7 +149,9 @@ local ACCEPT_POST_STREAM = (ACCEPT_POST:gsub(", application/proto, application/j
 -- rest.serve(listener, call): answers one REST request (a task of the
 -- scheduler, as listen.lua's run_call). HEAD is answered as GET, its
 -- response the head alone, content-length and all (RFC 9110 9.3.2): a
--- response body over HTTP/2 would have the client reset the stream.
+-- response body over HTTP/2 would have the client reset the stream; a
+-- server stream ends at its head (its first message's), the handler's
+-- ctx.send raising CANCELLED there.
 function M.serve(self, call)
   local tc, core = self.rest, self.core
   local target = call:path()
@@ -227,7 +229,10 @@ function M.serve(self, call)
         if kind == "raw" then stream_ct = select(2, tc:response(route, m)) end
         head(200)
       end
-      if not head_only and not call:send(tc:stream_message(route, m, kind)) then
+      if head_only then -- (the head is the whole answer: the stream ends at it, as a watch must)
+        error(status("CANCELLED", info.full_name .. ": the call is over (HEAD: its head alone)"), 2)
+      end
+      if not call:send(tc:stream_message(route, m, kind)) then
         error(status("CANCELLED", info.full_name .. ": the call is over"), 2)
       end
       while call:unsent() > 65536 and not ctx.cancelled() do wait_call(core, call) end

@@ -83,6 +83,27 @@ local function may_succeed(mt, key, self)
   return false
 end
 
+-- The debug library's replaced user values (the cases below): the error
+-- they raise, and a user value read and written under either runtime
+-- (LuaJIT's environment table, Lua 5.4's user values).
+local REPLACED = "a message object's user values were replaced through the debug library"
+local function raises_replaced(f, ...)
+  local ok, err = pcall(f, ...)
+  assert.is_false(ok)
+  assert.are.equal(REPLACED, (tostring(err):gsub("^[^:]*:%d+: ", "")))
+end
+local function uservalue(obj, n)
+  if debug.getfenv then return debug.getfenv(obj)[n] end
+  return (debug.getuservalue(obj, n))
+end
+local function set_uservalue(obj, n, value)
+  if debug.getfenv then
+    debug.getfenv(obj)[n] = value
+  else
+    debug.setuservalue(obj, value, n)
+  end
+end
+
 describe("protocall metatables", function()
   it("raise on a foreign self in every metamethod and method, without a crash", function()
     local objects = samples()
@@ -155,12 +176,6 @@ describe("protocall metatables", function()
     -- sub-message read took the missing anchor's user values, a crash)
     local K = pool:message("hm.K", { { "sub", "hm.K", 1 }, { "kids", "hm.K", 2, repeated = true },
       { "n", "int32", 3 } })
-    local text = "a message object's user values were replaced through the debug library"
-    local function raises(f, ...)
-      local ok, err = pcall(f, ...)
-      assert.is_false(ok)
-      assert.are.equal(text, (tostring(err):gsub("^[^:]*:%d+: ", "")))
-    end
     local function replace(obj, value)
       if debug.setfenv then
         debug.setfenv(obj, value)
@@ -174,23 +189,23 @@ describe("protocall metatables", function()
       assert(ok or type(err) == "string")
     end
     local values = { {}, { 5 }, { "x" }, { true }, { io.stdout }, { K {} } }
-    if debug.upvalueid then values[#values + 1] = { debug.upvalueid(raises, 1) } end -- a light userdata
+    if debug.upvalueid then values[#values + 1] = { debug.upvalueid(raises_replaced, 1) } end -- a light userdata
     for _, value in ipairs(values) do
       local root = pc.decode(K, bytes)
       local v = root.sub
       replace(v, value)
       -- (reads take another full userdata as the anchor: no refs, no crash)
-      local read = type(value[1]) == "userdata" and quiet or raises
+      local read = type(value[1]) == "userdata" and quiet or raises_replaced
       read(function() return v.sub end)
       local kid = v.kids[1] -- (its view keeps the anchor read; it raises where it uses it)
-      raises(function() kid.sub = K {} end)
-      raises(function() v.sub = K {} end)
-      raises(pc.merge, v, K { sub = { n = 1 } })
+      raises_replaced(function() kid.sub = K {} end)
+      raises_replaced(function() v.sub = K {} end)
+      raises_replaced(pc.merge, v, K { sub = { n = 1 } })
       assert.is_true(rawequal(v, root.sub))
       root = pc.decode(K, bytes)
       local kids = root.sub.kids
       replace(kids, value)
-      raises(function() return kids[1] end)
+      raises_replaced(function() return kids[1] end)
       assert.are.equal(bytes, pc.encode(root))
     end
   end)
@@ -201,23 +216,6 @@ describe("protocall metatables", function()
     -- another field's container crashed v.kids = {...} and pc.clear(v))
     local K = pool:message("hm.C", { { "sub", "hm.C", 1 }, { "kids", "hm.C", 2, repeated = true },
       { "n", "int32", 3 }, { "m", "map<string,hm.C>", 4 }, { "ids", "int32", 5, repeated = true } })
-    local text = "a message object's user values were replaced through the debug library"
-    local function raises(f, ...)
-      local ok, err = pcall(f, ...)
-      assert.is_false(ok)
-      assert.are.equal(text, (tostring(err):gsub("^[^:]*:%d+: ", "")))
-    end
-    local function uservalue(obj, n)
-      if debug.getfenv then return debug.getfenv(obj)[n] end
-      return (debug.getuservalue(obj, n))
-    end
-    local function set_uservalue(obj, n, value)
-      if debug.getfenv then
-        debug.getfenv(obj)[n] = value
-      else
-        debug.setuservalue(obj, value, n)
-      end
-    end
     local bytes = pc.encode(K { sub = { kids = { { n = 3 } }, m = { a = { n = 4 } }, ids = { 1 } } })
     local function index_of(obj, kept) -- the user value holding 'kept'
       for n = 1, 8 do
@@ -231,11 +229,11 @@ describe("protocall metatables", function()
       local n = assert(index_of(v, v[field]))
       for _, value in ipairs(others) do
         set_uservalue(v, n, value)
-        raises(function() v[field] = {} end)
-        raises(pc.clear, v, field)
+        raises_replaced(function() v[field] = {} end)
+        raises_replaced(pc.clear, v, field)
         assert.are.equal(bytes, pc.encode(root))
       end
-      raises(pc.clear, v) -- (the fields before it cleared)
+      raises_replaced(pc.clear, v) -- (the fields before it cleared)
     end
     -- a standalone message keeps its containers in its refs (its user value 1)
     local r = K()
@@ -245,38 +243,25 @@ describe("protocall metatables", function()
       if rawequal(value, r.kids) then key = k end
     end
     refs[assert(key)] = io.stdout
-    raises(function() r.kids = { { n = 2 } } end)
+    raises_replaced(function() r.kids = { { n = 2 } } end)
   end)
 
   it("a container whose message object the debug library replaced raises on a write", function()
     -- (its user value 1 was taken as a message object: c[k] = v crashed under Lua 5.4)
     local K = pool:message("hm.D", { { "sub", "hm.D", 1 }, { "kids", "hm.D", 2, repeated = true },
       { "n", "int32", 3 }, { "m", "map<string,hm.D>", 4 }, { "ids", "int32", 5, repeated = true } })
-    local text = "a message object's user values were replaced through the debug library"
-    local function raises(f, ...)
-      local ok, err = pcall(f, ...)
-      assert.is_false(ok)
-      assert.are.equal(text, (tostring(err):gsub("^[^:]*:%d+: ", "")))
-    end
-    local function set_uservalue(obj, n, value)
-      if debug.getfenv then
-        debug.getfenv(obj)[n] = value
-      else
-        debug.setuservalue(obj, value, n)
-      end
-    end
     local bytes = pc.encode(K { sub = { kids = { { n = 3 } }, m = { a = { n = 4 } }, ids = { 1 } } })
     for _, value in ipairs({ {}, 5, io.stdout, K {} }) do
       local root = pc.decode(K, bytes)
       local m, kids, ids = root.sub.m, root.sub.kids, root.sub.ids
       for _, c in ipairs({ m, kids, ids }) do set_uservalue(c, 1, value) end
-      raises(function() m.z = K { n = 2 } end)
-      raises(function() kids[2] = K { n = 2 } end)
-      raises(function() ids[2] = 7 end)
+      raises_replaced(function() m.z = K { n = 2 } end)
+      raises_replaced(function() kids[2] = K { n = 2 } end)
+      raises_replaced(function() ids[2] = 7 end)
       -- a table given to the field fills the container: its message object too
-      raises(function() root.sub.kids = { K { n = 5 } } end)
-      raises(function() root.sub.m = { y = K { n = 6 } } end)
-      raises(function() root.sub.ids = { 8 } end)
+      raises_replaced(function() root.sub.kids = { K { n = 5 } } end)
+      raises_replaced(function() root.sub.m = { y = K { n = 6 } } end)
+      raises_replaced(function() root.sub.ids = { 8 } end)
       assert.are.equal(bytes, pc.encode(root))
     end
   end)

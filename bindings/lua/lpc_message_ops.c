@@ -274,9 +274,9 @@ static ptrdiff_t merge_targets(const pc_Message *d, const pc_Message *s, const p
   return n;
 }
 
-/* What walk_src looks for: 'dst' itself, and the messages merge writes
- * into, in an open-addressing set of 'mask' + 1 slots (a power of two, at
- * least twice as many; empty slots NULL). */
+/* What is_src_target looks for: 'dst' itself, and the messages merge
+ * writes into, in an open-addressing set of 'mask' + 1 slots (a power of
+ * two, at least twice as many; empty slots NULL). */
 typedef struct {
   const pc_Message *dst;
   const pc_Message **targets;
@@ -300,47 +300,13 @@ static int is_target(const SrcWalk *w, const pc_Message *m) {
   return 0;
 }
 
-/* One walk of the tree of 'msg' (of 'm'; itself included) as
- * pc_Message_Contains walks it (sub-messages, repeated messages, map values,
- * extensions): 1 as soon as it meets 'dst', 2 past PC_MESSAGE_MAX_DEPTH
- * levels, else 0, 'aliased' set when it met a target. */
-static int walk_src(const pc_Message *msg, const pc_MessageDef *m, SrcWalk *w, int depth) {
-  if (depth > PC_MESSAGE_MAX_DEPTH) return 2;
+/* The visitor of pc.merge's walk of its source (pc_Message_Walk, 'ud' a
+ * SrcWalk): stops it with 1 at 'dst', sets 'aliased' at a target. */
+static int is_src_target(const pc_Message *msg, const pc_MessageDef *m, void *ud) {
+  (void)m;
+  SrcWalk *w = ud;
   if (msg == w->dst) return 1;
   if (!w->aliased && w->targets != NULL && is_target(w, msg)) w->aliased = 1;
-  for (uint32_t i = 0; i < m->field_count; i++) {
-    const pc_FieldDef *f = &m->fields[i];
-    if (f->message == NULL || !pc_Message_Has(msg, f)) continue;
-    pc_Value v = pc_Message_Get(msg, f);
-    int r = 0;
-    if (f->slot == kPc_Slot_Message) {
-      r = walk_src(v.m, f->message, w, depth + 1);
-    } else if (f->slot == kPc_Slot_Array && v.a != NULL) {
-      for (size_t j = 0; j < v.a->size && !r; j++)
-        r = walk_src(pc_Array_Get(v.a, j, kPc_Slot_Message).m, f->message, w, depth + 1);
-    } else if (f->slot == kPc_Slot_Map && v.map != NULL) {
-      const pc_FieldDef *vf = pc_FieldDef_MapValue(f);
-      if (vf->message == NULL) continue;
-      for (size_t j = 0; j < v.map->size && !r; j++)
-        if (v.map->entries[j].value.m)
-          r = walk_src(v.map->entries[j].value.m, vf->message, w, depth + 1);
-    }
-    if (r) return r;
-  }
-  size_t n;
-  const pc_Extension *e = pc_Message_Extensions(msg, &n);
-  for (size_t i = 0; i < n; i++) {
-    const pc_FieldDef *f = e[i].field;
-    if (f->message == NULL) continue;
-    int r = 0;
-    if (f->label != kPc_Label_Repeated) {
-      if (e[i].value.m) r = walk_src(e[i].value.m, f->message, w, depth + 1);
-    } else {
-      for (size_t j = 0; e[i].value.a && j < e[i].value.a->size && !r; j++)
-        r = walk_src(pc_Array_Get(e[i].value.a, j, kPc_Slot_Message).m, f->message, w, depth + 1);
-    }
-    if (r) return r;
-  }
   return 0;
 }
 
@@ -379,10 +345,10 @@ static int lpc_message_merge(lua_State *L) {
     w.mask = cap - 1;
     for (ptrdiff_t i = 0; i < n; i++) add_target(&w, found[i]);
   }
-  int r = n < 0 ? 2 : walk_src(s, sd, &w, 0);
+  int r = n < 0 ? -1 : pc_Message_Walk(s, sd, PC_MESSAGE_MAX_DEPTH, is_src_target, &w);
   if (r == 1)
     lpc_msg_error(L, "%s: a message cannot contain itself: merge pc.clone(src)", dd->full_name);
-  if (r == 2)
+  if (r < 0)
     lpc_msg_error(L, "%s: messages nested deeper than %d", dd->full_name, PC_MESSAGE_MAX_DEPTH);
   lua_settop(L, 2);
   if (w.aliased) {

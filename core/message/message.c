@@ -687,27 +687,31 @@ int pc_Message_Equal(const pc_Message *a, const pc_Message *b, const pc_MessageD
   return seen == 0;
 }
 
-static int contains(const pc_Message *msg, const pc_MessageDef *m, const pc_Message *needle,
-                    int depth, int max_depth) {
-  if (depth > max_depth) return 2;
-  if (msg == needle) return 1;
+typedef struct {
+  pc_MessageVisitFn *visit;
+  void *ud;
+  int max_depth;
+} Walk;
+
+static int walk(const pc_Message *msg, const pc_MessageDef *m, const Walk *w, int depth) {
+  if (depth > w->max_depth) return -1;
+  int r = w->visit(msg, m, w->ud);
+  if (r) return r;
   for (uint32_t i = 0; i < m->field_count; i++) {
     const pc_FieldDef *f = &m->fields[i];
     if (f->message == NULL || !pc_Message_Has(msg, f)) continue;
     pc_Value v = pc_Message_Get(msg, f);
-    int r = 0;
     if (f->slot == kPc_Slot_Message) {
-      r = contains(v.m, f->message, needle, depth + 1, max_depth);
+      r = walk(v.m, f->message, w, depth + 1);
     } else if (f->slot == kPc_Slot_Array && v.a != NULL) {
       for (size_t j = 0; j < v.a->size && !r; j++)
-        r = contains(pc_Array_Get(v.a, j, kPc_Slot_Message).m, f->message, needle, depth + 1,
-                     max_depth);
+        r = walk(pc_Array_Get(v.a, j, kPc_Slot_Message).m, f->message, w, depth + 1);
     } else if (f->slot == kPc_Slot_Map && v.map != NULL) {
       const pc_FieldDef *vf = pc_FieldDef_MapValue(f);
       if (vf->message == NULL) continue;
       for (size_t j = 0; j < v.map->size && !r; j++)
         if (v.map->entries[j].value.m)
-          r = contains(v.map->entries[j].value.m, vf->message, needle, depth + 1, max_depth);
+          r = walk(v.map->entries[j].value.m, vf->message, w, depth + 1);
     }
     if (r) return r;
   }
@@ -716,25 +720,36 @@ static int contains(const pc_Message *msg, const pc_MessageDef *m, const pc_Mess
   for (size_t i = 0; i < n; i++) {
     const pc_FieldDef *f = e[i].field;
     if (f->message == NULL) continue;
-    int r = 0;
     if (f->label != kPc_Label_Repeated) {
-      if (e[i].value.m) r = contains(e[i].value.m, f->message, needle, depth + 1, max_depth);
+      if (e[i].value.m) r = walk(e[i].value.m, f->message, w, depth + 1);
     } else {
       for (size_t j = 0; e[i].value.a && j < e[i].value.a->size && !r; j++)
-        r = contains(pc_Array_Get(e[i].value.a, j, kPc_Slot_Message).m, f->message, needle,
-                     depth + 1, max_depth);
+        r = walk(pc_Array_Get(e[i].value.a, j, kPc_Slot_Message).m, f->message, w, depth + 1);
     }
     if (r) return r;
   }
   return 0;
 }
 
+int pc_Message_Walk(const pc_Message *msg, const pc_MessageDef *m, int max_depth,
+                    pc_MessageVisitFn *visit, void *ud) {
+  if (max_depth > PC_MESSAGE_MAX_DEPTH) max_depth = PC_MESSAGE_MAX_DEPTH;
+  Walk w = {visit, ud, max_depth < 0 ? 0 : max_depth};
+  return walk(msg, m, &w, 0);
+}
+
+/* The visitor of pc_Message_Contains: 'ud' points to the needle. */
+static int is_needle(const pc_Message *msg, const pc_MessageDef *m, void *ud) {
+  (void)m;
+  return msg == *(const pc_Message **)ud;
+}
+
 int pc_Message_Contains(const pc_Message *msg, const pc_MessageDef *m, const pc_Message *needle) {
-  return contains(msg, m, needle, 0, PC_MESSAGE_MAX_DEPTH);
+  return pc_Message_ContainsWithin(msg, m, needle, PC_MESSAGE_MAX_DEPTH);
 }
 
 int pc_Message_ContainsWithin(const pc_Message *msg, const pc_MessageDef *m,
                               const pc_Message *needle, int max_depth) {
-  if (max_depth > PC_MESSAGE_MAX_DEPTH) max_depth = PC_MESSAGE_MAX_DEPTH;
-  return contains(msg, m, needle, 0, max_depth < 0 ? 0 : max_depth);
+  int r = pc_Message_Walk(msg, m, max_depth, is_needle, &needle);
+  return r < 0 ? 2 : r;
 }

@@ -268,11 +268,30 @@ int pc_Message_Equal(const pc_Message *a, const pc_Message *b, const pc_MessageD
  * message read with a raised max_depth can be written again. */
 #define PC_MESSAGE_DEFAULT_DEPTH 100
 
+/* What pc_Message_Walk calls on each message it meets ('msg', of type
+ * 'm'), with the walk's 'ud': 0 to go on, a positive value to stop the
+ * walk, which then returns that value. */
+typedef int pc_MessageVisitFn(const pc_Message *msg, const pc_MessageDef *m, void *ud);
+
+/* Calls 'visit' on 'msg' (of type 'm') and on every message reachable
+ * from it, through sub-messages, repeated messages, map values and
+ * extensions: depth first, each message before what it holds (its regular
+ * fields in the order of m->fields, then its extensions). Returns the
+ * first non-zero value 'visit' returns, or -1 as soon as the walk meets a
+ * message deeper than 'max_depth' levels below 'msg' (clamped to
+ * 0..PC_MESSAGE_MAX_DEPTH; that message is not visited), stopping there;
+ * 0 when it visited everything. pc_Message_Contains is one such walk; the
+ * Lua binding's pc.merge checks its source with one (does it hold the
+ * destination, or a message the merge writes into). */
+int pc_Message_Walk(const pc_Message *msg, const pc_MessageDef *m, int max_depth,
+                    pc_MessageVisitFn *visit, void *ud);
+
 /* Whether 'needle' is reachable from 'msg' (msg itself included), through
  * sub-messages, repeated messages, map values and extensions: 1 when it is,
  * 0 when not, 2 when 'msg' nests deeper than PC_MESSAGE_MAX_DEPTH (so the
- * answer is unknown). The Lua binding refuses an assignment that would make
- * a message contain itself. */
+ * answer is unknown; a walk of pc_Message_Walk's order, so 1 when 'needle'
+ * comes first). The Lua binding refuses an assignment that would make a
+ * message contain itself. */
 int pc_Message_Contains(const pc_Message *msg, const pc_MessageDef *m, const pc_Message *needle);
 
 /* As pc_Message_Contains, answering 2 as soon as 'msg' nests deeper than

@@ -251,6 +251,19 @@ static int fill(const pc_Pool *pool, pc_Arena *a, pc_Message **out) {
   return 1;
 }
 
+/* A pc_Message_Walk visitor: counts its visits, stops the walk with 7 at
+ * the 'stop_at'-th (never when 0). */
+typedef struct {
+  int seen, stop_at;
+} Visits;
+
+static int count_visit(const pc_Message *msg, const pc_MessageDef *m, void *ud) {
+  (void)msg;
+  (void)m;
+  Visits *v = ud;
+  return ++v->seen == v->stop_at ? 7 : 0;
+}
+
 static void test_messages(void) {
   Schema s;
   schema(&s);
@@ -292,6 +305,13 @@ static void test_messages(void) {
   pc_Value self = {.m = c};
   pc_Message_Set(m, pc_MessageDef_FindFieldByNumber(mixed, 12), self);
   CHECK(pc_Message_Contains(m, mixed, c) == 1);
+  /* m holds what c holds (c is its clone) and c: twice as many messages */
+  Visits vc = {0, 0}, vm = {0, 0}, stop = {0, 2}, top = {0, 0};
+  CHECK(pc_Message_Walk(c, mixed, PC_MESSAGE_MAX_DEPTH, count_visit, &vc) == 0);
+  CHECK(pc_Message_Walk(m, mixed, PC_MESSAGE_MAX_DEPTH, count_visit, &vm) == 0);
+  CHECK(vm.seen == 2 * vc.seen);
+  CHECK(pc_Message_Walk(m, mixed, PC_MESSAGE_MAX_DEPTH, count_visit, &stop) == 7 && stop.seen == 2);
+  CHECK(pc_Message_Walk(m, mixed, 0, count_visit, &top) == -1 && top.seen == 1);
   CHECK(!pc_Message_Equal(m, c, mixed));
   size_t n;
   CHECK(pc_Message_GetUnknown(c, &n) != NULL && n == 2);

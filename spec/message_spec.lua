@@ -1485,6 +1485,23 @@ describe("messages", function()
       assert.are.same(pc.to_table(want), pc.to_table(a))
     end)
 
+    it("pc.merge from a message holding one it writes into among many merges what it was before", function()
+      -- (the set of the messages merge writes into outgrows its first buffer:
+      -- a.p, found first, is looked up after the set has grown twice)
+      local function chain(levels)
+        local m = Shape {}
+        for _ = 1, levels do m = Shape { next = m } end
+        return m
+      end
+      local a, b = chain(20), chain(20)
+      a.p, b.p = Point { x = 1 }, Point { y = 2 }
+      b.points = { a.p }
+      local want = pc.decode(Shape, pc.encode(a) .. pc.encode(b))
+      pc.merge(a, b)
+      assert.are.same(pc.to_table(want), pc.to_table(a))
+      assert.are.same({ x = 1 }, pc.to_table(a.points[1]))
+    end)
+
     it("pc.merge merges sub-messages set on both sides at every level", function()
       -- (the nested merge once took its objects from stack slots its own
       -- pushes had moved: a crash under LuaJIT, a use after free under ASan)

@@ -238,49 +238,16 @@ static void merge(lua_State *L, int dst, int src) {
   lua_settop(L, a - 1);
 }
 
-/* The messages merge(dst 'd', src 's' of 'def') writes into besides 'd':
- * at each singular message field or extension set on both sides, the one
- * of 'd' (merged through its object, see merge), and so on down along 's'
- * (at most as many as 's' holds). Elements of repeated and map fields are
- * appended or replaced, never written into. Returns how many (stored into
- * 'out' when not NULL), or -1 past PC_MESSAGE_MAX_DEPTH levels. */
-static ptrdiff_t merge_targets(const pc_Message *d, const pc_Message *s, const pc_MessageDef *def,
-                               const pc_Message **out, int depth) {
-  if (depth > PC_MESSAGE_MAX_DEPTH) return -1;
-  ptrdiff_t n = 0;
-  for (uint32_t i = 0; i < def->field_count; i++) {
-    const pc_FieldDef *f = &def->fields[i];
-    if (f->slot != kPc_Slot_Message || !pc_Message_Has(s, f) || !pc_Message_Has(d, f)) continue;
-    const pc_Message *w = pc_Message_Get(d, f).m;
-    if (out != NULL) out[n] = w;
-    ptrdiff_t r = merge_targets(w, pc_Message_Get(s, f).m, f->message,
-                                out != NULL ? out + n + 1 : NULL, depth + 1);
-    if (r < 0) return -1;
-    n += 1 + r;
-  }
-  size_t count;
-  const pc_Extension *e = pc_Message_Extensions(s, &count);
-  for (size_t i = 0; i < count; i++) {
-    const pc_FieldDef *f = e[i].field;
-    if (f->message == NULL || f->label == kPc_Label_Repeated || e[i].value.m == NULL) continue;
-    const pc_Value *v = pc_Message_GetExtension(d, f);
-    if (v == NULL) continue;
-    if (out != NULL) out[n] = v->m;
-    ptrdiff_t r =
-        merge_targets(v->m, e[i].value.m, f->message, out != NULL ? out + n + 1 : NULL, depth + 1);
-    if (r < 0) return -1;
-    n += 1 + r;
-  }
-  return n;
-}
-
 /* What is_src_target looks for: 'dst' itself, and the messages merge
- * writes into, in an open-addressing set of 'mask' + 1 slots (a power of
- * two, at least twice as many; empty slots NULL). */
+ * writes into ('count' of them), in an open-addressing set of 'mask' + 1
+ * slots (a power of two, at most half full; empty slots NULL): a buffer of
+ * the caller's first, then a userdata at 'slot' of the Lua stack, twice as
+ * large each time it fills (add_target). */
 typedef struct {
   const pc_Message *dst;
   const pc_Message **targets;
-  size_t mask;
+  size_t mask, count;
+  int slot;
   int aliased; /* a target was found */
 } SrcWalk;
 
@@ -288,9 +255,10 @@ static size_t target_slot(const SrcWalk *w, const pc_Message *m) {
   return (size_t)(((uintptr_t)m >> 3) * (uintptr_t)0x9E3779B97F4A7C15u >> 7) & w->mask;
 }
 
-static void add_target(SrcWalk *w, const pc_Message *m) {
+static void insert_target(SrcWalk *w, const pc_Message *m) {
   size_t i = target_slot(w, m);
   while (w->targets[i] != NULL && w->targets[i] != m) i = (i + 1) & w->mask;
+  if (w->targets[i] == NULL) w->count++;
   w->targets[i] = m;
 }
 
@@ -300,13 +268,57 @@ static int is_target(const SrcWalk *w, const pc_Message *m) {
   return 0;
 }
 
+static void add_target(lua_State *L, SrcWalk *w, const pc_Message *m) {
+  if (2 * (w->count + 1) > w->mask + 1) {
+    const pc_Message **old = w->targets;
+    size_t n = w->mask + 1;
+    w->targets = lua_newuserdatauv(L, 2 * n * sizeof *w->targets, 0);
+    memset(w->targets, 0, 2 * n * sizeof *w->targets);
+    w->mask = 2 * n - 1;
+    w->count = 0;
+    for (size_t i = 0; i < n; i++)
+      if (old[i] != NULL) insert_target(w, old[i]);
+    lua_replace(L, w->slot); /* (the old one kept until here) */
+  }
+  insert_target(w, m);
+}
+
+/* Adds to 'w' the messages merge(dst 'd', src 's' of 'def') writes into
+ * besides 'd': at each singular message field or extension set on both
+ * sides, the one of 'd' (merged through its object, see merge), and so on
+ * down along 's' (at most as many as 's' holds). Elements of repeated and
+ * map fields are appended or replaced, never written into. Returns 0, or
+ * -1 past PC_MESSAGE_MAX_DEPTH levels. */
+static int merge_targets(lua_State *L, SrcWalk *w, const pc_Message *d, const pc_Message *s,
+                         const pc_MessageDef *def, int depth) {
+  if (depth > PC_MESSAGE_MAX_DEPTH) return -1;
+  for (uint32_t i = 0; i < def->field_count; i++) {
+    const pc_FieldDef *f = &def->fields[i];
+    if (f->slot != kPc_Slot_Message || !pc_Message_Has(s, f) || !pc_Message_Has(d, f)) continue;
+    const pc_Message *t = pc_Message_Get(d, f).m;
+    add_target(L, w, t);
+    if (merge_targets(L, w, t, pc_Message_Get(s, f).m, f->message, depth + 1) < 0) return -1;
+  }
+  size_t count;
+  const pc_Extension *e = pc_Message_Extensions(s, &count);
+  for (size_t i = 0; i < count; i++) {
+    const pc_FieldDef *f = e[i].field;
+    if (f->message == NULL || f->label == kPc_Label_Repeated || e[i].value.m == NULL) continue;
+    const pc_Value *v = pc_Message_GetExtension(d, f);
+    if (v == NULL) continue;
+    add_target(L, w, v->m);
+    if (merge_targets(L, w, v->m, e[i].value.m, f->message, depth + 1) < 0) return -1;
+  }
+  return 0;
+}
+
 /* The visitor of pc.merge's walk of its source (pc_Message_Walk, 'ud' a
  * SrcWalk): stops it with 1 at 'dst', sets 'aliased' at a target. */
 static int is_src_target(const pc_Message *msg, const pc_MessageDef *m, void *ud) {
   (void)m;
   SrcWalk *w = ud;
   if (msg == w->dst) return 1;
-  if (!w->aliased && w->targets != NULL && is_target(w, msg)) w->aliased = 1;
+  if (!w->aliased && w->count > 0 && is_target(w, msg)) w->aliased = 1;
   return 0;
 }
 
@@ -331,21 +343,13 @@ static int lpc_message_merge(lua_State *L) {
                      "merge pc.clone(m))");
   /* Merging keeps the levels: 'src' may nest as deep as any message. One
    * walk of 'src' answers both questions: does it hold 'dst', and does it
-   * hold a message merge writes into (collected first, a walk along the
-   * overlap of the two). */
-  SrcWalk w = {d, NULL, 0, 0};
-  ptrdiff_t n = merge_targets(d, s, dd, NULL, 0);
-  if (n > 0) {
-    size_t cap = 4;
-    while (cap < 2 * (size_t)n) cap *= 2;
-    const pc_Message **found = lua_newuserdatauv(L, (size_t)n * sizeof *found, 0);
-    merge_targets(d, s, dd, found, 0);
-    w.targets = lua_newuserdatauv(L, cap * sizeof *w.targets, 0);
-    memset(w.targets, 0, cap * sizeof *w.targets);
-    w.mask = cap - 1;
-    for (ptrdiff_t i = 0; i < n; i++) add_target(&w, found[i]);
-  }
-  int r = n < 0 ? -1 : pc_Message_Walk(s, sd, PC_MESSAGE_MAX_DEPTH, is_src_target, &w);
+   * hold a message merge writes into (collected first, in one walk along
+   * the overlap of the two). */
+  const pc_Message *first[16] = {NULL};
+  lua_settop(L, 3); /* (3: the set, once it outgrows 'first') */
+  SrcWalk w = {d, first, sizeof first / sizeof *first - 1, 0, 3, 0};
+  int r = merge_targets(L, &w, d, s, dd, 0);
+  if (r == 0) r = pc_Message_Walk(s, sd, PC_MESSAGE_MAX_DEPTH, is_src_target, &w);
   if (r == 1)
     lpc_msg_error(L, "%s: a message cannot contain itself: merge pc.clone(src)", dd->full_name);
   if (r < 0)

@@ -233,7 +233,8 @@ describe("protocall metatables", function()
         raises_replaced(pc.clear, v, field)
         assert.are.equal(bytes, pc.encode(root))
       end
-      raises_replaced(pc.clear, v) -- (the fields before it cleared)
+      raises_replaced(pc.clear, v)
+      assert.are.equal(bytes, pc.encode(root)) -- (the fields before it were cleared)
     end
     -- a standalone message keeps its containers in its refs (its user value 1)
     local r = K()

@@ -563,21 +563,35 @@ static void fill_map(lua_State *L, int c, int src, lpc_Build *visited) {
   lua_settop(L, objs - 1);
 }
 
-/* Empties the repeated or map field 'f' keeping its storage for reuse (its
- * container first: lpc_push_container may raise). */
-static void empty_container(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f) {
-  if (!f->is_extension) {
-    lpc_push_container(L, obj, msg, f);
-    lua_pushnil(L);
-    lua_setiuservalue(L, -2, 2);
-    lua_pop(L, 1);
+void lpc_clear_field(lua_State *L, int obj, int a, int c, pc_Message *msg, const pc_FieldDef *f) {
+  int top = lua_gettop(L);
+  if (f->label == kPc_Label_Repeated) { /* emptied, its storage kept for reuse */
+    if (!f->is_extension) {
+      if (c == 0) {
+        lpc_push_container(L, obj, msg, f);
+        c = lua_gettop(L);
+      }
+      lua_pushnil(L);
+      lua_setiuservalue(L, c, 2);
+    }
+    pc_Value v = pc_Message_Get(msg, f);
+    if (f->is_map) {
+      if (v.map != NULL) pc_Map_Clear(v.map);
+    } else if (v.a != NULL) {
+      v.a->size = 0;
+    }
+  } else if (f->case_offset == 0 || pc_Message_Has(msg, f)) {
+    /* (a oneof member that is not the one set has nothing to clear, and its
+     * slot, shared by every member, holds the set member's reference) */
+    if ((f->message != NULL || f->type == kPc_Type_String || f->type == kPc_Type_Bytes) &&
+        !f->is_extension) {
+      if (a == 0) a = lpc_push_anchor(L, obj);
+      lua_pushnil(L);
+      lpc_set_ref(L, a, pc_Message_Slot(msg, f), -1);
+    }
+    pc_Message_ClearField(msg, f);
   }
-  pc_Value v = pc_Message_Get(msg, f);
-  if (f->is_map) {
-    if (v.map != NULL) pc_Map_Clear(v.map);
-  } else if (v.a != NULL) {
-    v.a->size = 0;
-  }
+  lua_settop(L, top);
 }
 
 /* -- Writing --------------------------------------------------------------- */
@@ -589,8 +603,8 @@ void lpc_set_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f,
   v = lua_absindex(L, v);
   int singular_string = f->label != kPc_Label_Repeated && !f->is_extension &&
                         (f->type == kPc_Type_String || f->type == kPc_Type_Bytes);
-  if (lua_isnil(L, v) && f->label == kPc_Label_Repeated) {
-    empty_container(L, obj, msg, f);
+  if (lua_isnil(L, v)) {
+    lpc_clear_field(L, obj, 0, 0, msg, f);
     return;
   }
   if (f->label == kPc_Label_Repeated) {
@@ -605,18 +619,6 @@ void lpc_set_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f,
     else
       fill_array(L, -1, v, visited);
     lua_pop(L, 1);
-    return;
-  }
-  if (lua_isnil(L, v)) {
-    /* A oneof member that is not the one set: nothing to clear, and its
-     * slot (shared by every member) holds the set member's reference. */
-    if (f->case_offset != 0 && !pc_Message_Has(msg, f)) return;
-    if ((f->message != NULL || singular_string) && !f->is_extension) {
-      int a = lpc_push_anchor(L, obj);
-      lpc_set_ref(L, a, pc_Message_Slot(msg, f), v);
-      lua_pop(L, 1);
-    }
-    pc_Message_ClearField(msg, f);
     return;
   }
   int scalar = f->label != kPc_Label_Repeated && f->message == NULL && f->type != kPc_Type_String &&

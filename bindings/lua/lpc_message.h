@@ -440,6 +440,14 @@ void lpc_check_no_cycle(lua_State *L, const char *name, const pc_Message *value,
                         const pc_MessageDef *vdef, const pc_Message *target);
 void lpc_set_field(lua_State *L, int obj, pc_Message *msg, const pc_FieldDef *f, int v,
                    lpc_Build *visited);
+/* Clears field 'f' of the message object at 'obj' (lpc_set_field with nil:
+ * a repeated or map field emptied, its storage kept), given the object's
+ * anchor at 'a' and, for a repeated field that is no extension, its
+ * container at 'c' (lpc_push_container); 0 for either: pushed here when
+ * needed. Given both, it raises nothing: pc.clear pushes them for every
+ * field first, so that what raises (lpc_replaced_error) does before
+ * anything is cleared. */
+void lpc_clear_field(lua_State *L, int obj, int a, int c, pc_Message *msg, const pc_FieldDef *f);
 int lpc_message_newindex(lua_State *L);
 int lpc_view_newindex(lua_State *L);
 int lpc_repeated_newindex(lua_State *L);

@@ -107,14 +107,26 @@ static int lpc_message_is_set(lua_State *L) {
   return 1;
 }
 
+static int has_container(const pc_FieldDef *f) {
+  return f->label == kPc_Label_Repeated && !f->is_extension;
+}
+
 /* Clears every field (containers keep their storage), the unknown bytes and
- * the extensions of the message object at 1. */
+ * the extensions of the message object at 1. What can raise (a user value
+ * replaced through the debug library: the anchor, a kept container) does
+ * before anything is cleared: the anchor and every container are pushed
+ * first (lpc_clear_field). */
 static void clear_all(lua_State *L, pc_Message *msg, const pc_MessageDef *def) {
   lua_settop(L, 1);
-  lua_pushnil(L);
-  lpc_Build visited = {0, 0, NULL};
+  int a = lpc_push_anchor(L, 1);
+  luaL_checkstack(L, (int)def->field_count, NULL);
   for (uint32_t i = 0; i < def->field_count; i++)
-    lpc_set_field(L, 1, msg, &def->fields[i], 2, &visited);
+    if (has_container(&def->fields[i])) lpc_push_container(L, 1, msg, &def->fields[i]);
+  int c = a;
+  for (uint32_t i = 0; i < def->field_count; i++) {
+    const pc_FieldDef *f = &def->fields[i];
+    lpc_clear_field(L, 1, a, has_container(f) ? ++c : 0, msg, f);
+  }
   size_t n;
   const pc_Extension *e = pc_Message_Extensions(msg, &n);
   while (n > 0) {

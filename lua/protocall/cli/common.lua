@@ -612,23 +612,27 @@ end
 
 --- transport = connect(flags, target, cmd): the pc.grpc transport to
 -- TARGET with the connection flags: host:port as http:// (-plaintext) or
--- https://, a URL or one of H2C_SCHEMES as it is; another scheme (a name
--- before ":/", "foo:///bar") fails naming TARGET as given.
+-- https://, a URL or one of H2C_SCHEMES as it is, its scheme in any case
+-- (URI schemes are case-insensitive: HTTP://, Unix:); another scheme (a
+-- name before "://", "foo:///bar") fails naming TARGET as given, and so
+-- does a name before ":/" ("localhost:/x"), which is no host:port either.
 function M.connect(flags, target, cmd)
   local url = (flags.plaintext and "http://" or "https://") .. target
   local scheme = target:match("^([%a][%w+.-]*):")
+  local name = scheme and scheme:lower()
   local h2c = false
-  for _, name in ipairs(H2C_SCHEMES) do h2c = h2c or scheme == name end
-  if target:match("^https?://") then
-    url = target
-  elseif h2c then
-    if not flags.plaintext then
-      usage_error(cmd, "a " .. scheme .. ": TARGET is h2c: give -plaintext (for TLS, https://host:port)")
+  for _, known in ipairs(H2C_SCHEMES) do h2c = h2c or name == known end
+  local quoted = target:gsub("%c", "?")
+  if (name == "http" or name == "https") and target:find("^[^:]*://") or h2c then
+    if h2c and not flags.plaintext then
+      usage_error(cmd, "a " .. name .. ": TARGET is h2c: give -plaintext (for TLS, https://host:port)")
     end
-    url = target
+    url = name .. target:sub(#scheme + 1)
+  elseif scheme and target:find("^[^:]*://") then
+    fail("TARGET '" .. quoted .. "': unknown scheme '" .. scheme .. ":' (host:port, " .. SCHEMES .. " expected)")
   elseif scheme and target:find("^[^:]*:/") then -- not host:port
-    fail("TARGET '" .. target:gsub("%c", "?") .. "': unknown scheme '" .. scheme .. ":' (host:port, "
-      .. SCHEMES .. " expected)")
+    fail("TARGET '" .. quoted .. "': '" .. target:sub(#scheme + 2):gsub("%c", "?") .. "' is no port, and '" .. scheme
+      .. ":' no scheme (host:port, " .. SCHEMES .. " expected)")
   end
   if flags.plaintext and (flags.cacert or flags.cert or flags.key or flags.servername or flags.insecure) then
     usage_error(cmd, "-plaintext takes no TLS flag (-cacert, -cert, -key, -servername, -insecure)")

@@ -17,7 +17,7 @@ local metadata_of, print_error, connect, with_reflection = common.metadata_of, c
   common.connect, common.with_reflection
 local json_splitter = common.json_splitter
 local core = require "protocall.core"
-local read_ready, open_fifo, close_fd, file_kind = core.read_ready, core.open_fifo, core.close_fd, core.file_kind
+local read_ready, open_fifo, file_kind = core.read_ready, core.open_fifo, core.file_kind
 
 local M = {}
 
@@ -245,14 +245,14 @@ local function too_big(what)
     MAX_DOCUMENT))
 end
 
--- The descriptor `fd` (0: standard input; a FIFO's of open_fifo) read
+-- `source` (0: standard input; a FIFO of open_fifo) read
 -- whole by `deadline` (pc.now()'s clock; nil: none), checked after every
 -- read: nil when it has not ended by then (-max-time of a call that
 -- reads one document); its data past `max` bytes fails naming `what`.
-local function read_by(fd, what, deadline, max)
+local function read_by(source, what, deadline, max)
   local parts, size = {}, 0
   while true do
-    local chunk, why = read_ready(fd)
+    local chunk, why = read_ready(source)
     if why then fail(what .. ": " .. why) end
     if chunk == nil then return concat(parts) end
     size = size + #chunk
@@ -267,10 +267,10 @@ end
 -- read_by reads it: its open waits for no writer, so -max-time bounds
 -- the wait for one too.
 local function fifo_by(path, deadline, max)
-  local fd, why = open_fifo(path)
-  if not fd then fail(path .. ": " .. why) end
-  local ok, data = pcall(read_by, fd, path, deadline, max)
-  close_fd(fd)
+  local fifo, why = open_fifo(path)
+  if not fifo then fail(path .. ": " .. why) end
+  local ok, data = pcall(read_by, fifo, path, deadline, max)
+  fifo:close()
   if not ok then error(data, 0) end
   return data
 end

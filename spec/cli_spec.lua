@@ -2037,6 +2037,29 @@ return { ["d.S"] = { M = function(p) return p end } }
     os.remove(big)
   end)
 
+  it("refuses a client stream's request document over 4 MiB, from a file or standard input, naming its offset",
+    function()
+    local long = write_tmp('{"x": 1} "' .. ("a"):rep(4 * 1024 * 1024) .. '"')
+    local want = " the request document is over 4194304 bytes (4 MiB, gRPC's default maximum message size)\n"
+    -- a file's documents are read before the call: none starts
+    for _, case in ipairs { { long, long .. " at offset 9:" }, { "/dev/zero", "/dev/zero at offset 0:" } } do
+      local out, err, code = run(BIN .. " call -plaintext " .. ROUTE .. " -d @" .. case[1]
+        .. " 127.0.0.1:1 demo.Router/Record")
+      assert.are.equal("protocall call: " .. case[2] .. want, err, case[1])
+      assert.are.equal(1, code)
+      assert.are.equal("", out)
+    end
+    os.remove(long)
+    -- standard input's go as they come: the call is running when the endless one is refused
+    local port, pid = serve("-listen 127.0.0.1:0 examples/route_services.lua")
+    local out, err, code = run("(printf '{\"x\": 1}'; head -c 100000000 /dev/zero) | " .. BIN .. " call -plaintext "
+      .. "-d @ 127.0.0.1:" .. port .. " demo.Router/Record")
+    os.execute("kill " .. pid)
+    assert.are.equal("protocall call: standard input at offset 8:" .. want, err)
+    assert.are.equal(1, code)
+    assert.are.equal("", out)
+  end)
+
   it("says standard input is closed before connecting (a connection would take its descriptor)", function()
     local out, err, code = run(BIN .. " call -plaintext " .. ROUTE .. " -d @ 127.0.0.1:1 demo.Router/Follow <&-")
     assert.are.equal(1, code, err)

@@ -54,6 +54,29 @@ describe("protocall.cli.common.json_splitter", function()
   end)
 end)
 
+describe("protocall.cli.common.json_splitter with a bound", function()
+  -- The documents of `chunks` fed to a splitter bounded at 8 bytes, or
+  -- the offset it called over() with.
+  local function bounded(chunks)
+    local split, docs = common.json_splitter(8, function(at) error({ at = at }) end), {}
+    local ok, err = pcall(function()
+      for i = 1, #chunks + 1 do
+        for _, d in ipairs(split(chunks[i])) do docs[#docs + 1] = d end
+      end
+    end)
+    if not ok then return type(err) == "table" and err.at or tostring(err) end
+    return docs
+  end
+
+  it("takes documents of up to the bound, and names the offset of one past it, whole or still open", function()
+    assert.are.same({ "[1]", '"123456"', "12345678" }, bounded { ' [1] "123', '456" 1234', "5678 " })
+    assert.are.equal(5, bounded { ' [1] "1234', '5678"' }) -- whole at its end
+    assert.are.equal(3, bounded { " {}" .. '{"a": "', ("x"):rep(10) }) -- open: not kept whole
+    assert.are.equal(0, bounded { "123456789 " }) -- a bare word
+    assert.are.equal(0, bounded { "12345", "6789" }) -- one open at the end
+  end)
+end)
+
 describe("core.read_ready", function()
   local dir = R.module_build()
   -- the LuaJIT module in a stock luajit, else the protocall command of the

@@ -153,6 +153,20 @@ describe("core.open_fifo", function()
     assert.are.same({ nil, "No such file or directory" }, { core.open_fifo(fifo .. ".none") })
   end)
 
+  it("waits for a writer up to read_ready's `wait`: no end before its first writer, its end once it left", function()
+    local f = assert(core.open_fifo(fifo))
+    assert.are.equal("", core.read_ready(f, nil, 0.05)) -- no writer ever: no hangup, the wait ran out
+    -- (`timeout`: a writer left waiting for a reader that failed ends)
+    assert(os.execute("(sleep 0.2; timeout 10 sh -c 'printf hi > " .. fifo .. "') &"))
+    assert.are.equal("hi", core.read_ready(f, nil, 30))
+    assert.is_nil(core.read_ready(f, nil, 30))
+    f:close()
+    for _, bad in ipairs { -1, 0 / 0 } do
+      assert.has_error(function() core.read_ready(0, nil, bad) end,
+        "bad argument #3 to 'read_ready' (seconds >= 0 expected)")
+    end
+  end)
+
   it("is closed at the end of a <close> variable's scope (Lua 5.4)", function()
     if R.luajit then return end
     local closed = assert(load([[

@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <net/if.h>
 #include <poll.h>
 #include <string.h>
@@ -1088,16 +1089,21 @@ static int lpc_fifo_close(lua_State *L) {
   return 0;
 }
 
-/* -- bytes | "" | nil [, message] = core.read_ready(source [, max])
- * What 'source' (0: standard input; or a FIFO of core.open_fifo) holds now,
- * read without waiting: up to 'max' bytes (default 65536, at most 16 MiB),
- * "" when nothing is ready, nil at end of file, nil and "read: why" when
+/* -- bytes | "" | nil [, message] = core.read_ready(source [, max [, wait]])
+ * What 'source' (0: standard input; or a FIFO of core.open_fifo) holds,
+ * read once something is there or 'wait' seconds have passed (default 0:
+ * at once; 2147483 or more, math.huge say: no limit): up to 'max' bytes
+ * (default 65536, at most 16 MiB), "" when nothing came (or a signal
+ * interrupted the wait), nil at end of file, nil and "read: why" when
  * poll(2) or read(2) failed; raises "bad argument #1 to 'read_ready' (0
  * (standard input) or a FIFO of open_fifo expected)" for any other
- * source, "(the FIFO is closed)" for a closed one, and likewise for 'max'.
- * For a task under pc.run reading a pipe or a terminal, which a blocking
- * read would stop with every other task (`protocall call -d @`,
- * lua/protocall/cli/call.lua). */
+ * source, "(the FIFO is closed)" for a closed one, and likewise for 'max'
+ * and 'wait'. Without 'wait', for a task under pc.run reading a pipe or a
+ * terminal, which a blocking read would stop with every other task
+ * (`protocall call -d @` of a stream); with it, for a reader alone (a
+ * unary call's document, lua/protocall/cli/call.lua). A FIFO no writer
+ * has opened yet waits so too: Linux reports no hangup before its first
+ * writer has come and gone. */
 static int lpc_read_ready(lua_State *L) {
   int isint = 0, fd = 0;
   lua_Integer max = 65536;
@@ -1113,11 +1119,11 @@ static int lpc_read_ready(lua_State *L) {
     if (!isint || max < 1 || max > (lua_Integer)16 * 1024 * 1024)
       lpc_arg_error(L, 2, "read_ready", "1 to 16777216 bytes expected");
   }
+  lua_Number wait = luaL_optnumber(L, 3, 0);
+  if (!(wait >= 0)) lpc_arg_error(L, 3, "read_ready", "seconds >= 0 expected");
   struct pollfd p = {.fd = fd, .events = POLLIN};
-  int r;
-  do r = poll(&p, 1, 0);
-  while (r < 0 && errno == EINTR);
-  if (r == 0) {
+  int r = poll(&p, 1, wait >= INT_MAX / 1000 ? -1 : (int)ceil(wait * 1000));
+  if (r == 0 || (r < 0 && errno == EINTR)) {
     lua_pushliteral(L, "");
     return 1;
   }

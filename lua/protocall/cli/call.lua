@@ -274,17 +274,17 @@ end
 
 -- `source` (0: standard input; a FIFO of open_fifo) read
 -- whole into `add` (request_sink's) by `deadline` (pc.now()'s clock; nil:
--- none), checked after every read: add(nil), or nil when it has not ended
--- by then (-max-time of a call that reads one document); fails naming
--- `what` when a read does.
+-- none), waiting in poll(2) for each read (no other task runs: this is
+-- before the call), checked after every read: add(nil), or nil when it
+-- has not ended by then (-max-time of a call that reads one document);
+-- fails naming `what` when a read does.
 local function read_by(source, what, deadline, add)
   while true do
-    local chunk, why = read_ready(source)
+    local chunk, why = read_ready(source, nil, deadline and math.max(deadline - pc.now(), 0) or math.huge)
     if why then fail(what .. ": " .. why) end
     if chunk == nil then return add(nil) end
     add(chunk)
     if deadline and pc.now() >= deadline then return nil end
-    if chunk == "" then pc.sleep(STDIN_POLL) end
   end
 end
 

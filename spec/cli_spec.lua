@@ -775,10 +775,12 @@ describe("protocall call to dns:, ipv4: and ipv6: targets", function()
     os.remove(zone_file)
   end)
 
-  it("passes each target to pc.grpc as it is, with -plaintext", function()
+  it("passes each target to pc.grpc as it is, with -plaintext, its scheme in any case", function()
     local ns = "dns://127.0.0.1:" .. dns.port .. "/"
     for _, target in ipairs { ns .. "svc.test:" .. server.port, ns .. "_grpc._tcp.svc.test",
-                              "ipv4:127.0.0.1:" .. server.port, "dns:///127.0.0.1:" .. server.port } do
+                              "ipv4:127.0.0.1:" .. server.port, "dns:///127.0.0.1:" .. server.port,
+                              "DNS:///127.0.0.1:" .. server.port, "IPv4:127.0.0.1:" .. server.port,
+                              "HTTP://127.0.0.1:" .. server.port, "Http://127.0.0.1:" .. server.port } do
       local out, err, code = run(BIN .. " call -plaintext " .. FAULTS .. [[ -d '{"text": "hi"}' ]] .. target
         .. " faults.Faults/Echo")
       assert.are.equal(0, code, target .. ": " .. err)
@@ -787,11 +789,13 @@ describe("protocall call to dns:, ipv4: and ipv6: targets", function()
   end)
 
   it("refuses them without -plaintext (pc.grpc has TLS for https:// only)", function()
-    for _, target in ipairs { "dns:///svc.test:1", "ipv4:127.0.0.1:1", "ipv6:[::1]:1", "unix:/tmp/x" } do
+    for _, target in ipairs { "dns:///svc.test:1", "ipv4:127.0.0.1:1", "ipv6:[::1]:1", "unix:/tmp/x", "Unix:/tmp/x",
+                              "UNIX-ABSTRACT:x" } do
       local out, err, code = run(BIN .. " call " .. FAULTS .. " " .. target .. " faults.Faults/Echo")
       assert.are.equal(2, code, target)
       assert.are.equal("", out)
-      assert.matches("^protocall call: a [%w-]+: TARGET is h2c: give %-plaintext %(for TLS, https://host:port%)\n", err)
+      assert.matches("^protocall call: a [%l%d-]+: TARGET is h2c: give %-plaintext %(for TLS, https://host:port%)\n",
+        err)
     end
   end)
 
@@ -813,14 +817,27 @@ describe("protocall call to dns:, ipv4: and ipv6: targets", function()
   end)
 
   it("names an unknown scheme as TARGET gives it", function()
-    for _, cmd in ipairs { "call -plaintext " .. FAULTS .. " foo:///bar faults.Faults/Echo", "call foo:/bar x.S/M",
+    for _, cmd in ipairs { "call -plaintext " .. FAULTS .. " foo:///bar faults.Faults/Echo", "call Foo://bar x.S/M",
                            "list -plaintext foo:///bar", "describe foo:///bar x.S",
                            "gateway -plaintext -listen 127.0.0.1:0 foo:///bar" } do
       local out, err, code = run(BIN .. " " .. cmd)
       assert.are.equal(1, code, cmd)
       assert.are.equal("", out)
-      assert.matches("^protocall %a+: TARGET 'foo:/+bar': unknown scheme 'foo:' %(host:port, http://, https://, "
+      assert.matches("^protocall %a+: TARGET '[fF]oo:/+bar': unknown scheme '[fF]oo:' %(host:port, http://, https://, "
         .. "dns:, ipv4:, ipv6:, unix:, unix%-abstract: or xds: expected%)\n$", err)
+    end
+  end)
+
+  it("says a name before ':/' is neither host:port nor a scheme", function()
+    for _, c in ipairs { { "call localhost:/x x.S/M", "call", "localhost", "/x" },
+                         { "list -plaintext my.host:/a/b", "list", "my.host", "/a/b" },
+                         { "describe foo:/bar x.S", "describe", "foo", "/bar" } } do
+      local out, err, code = run(BIN .. " " .. c[1])
+      assert.are.equal(1, code, c[1])
+      assert.are.equal("", out)
+      assert.are.equal("protocall " .. c[2] .. ": TARGET '" .. c[3] .. ":" .. c[4] .. "': '" .. c[4]
+        .. "' is no port, and '" .. c[3] .. ":' no scheme (host:port, http://, https://, dns:, ipv4:, ipv6:, unix:, "
+        .. "unix-abstract: or xds: expected)\n", err)
     end
   end)
 end)
@@ -2018,6 +2035,29 @@ return { ["d.S"] = { M = function(p) return p end } }
       assert.are.equal("", out)
     end
     os.remove(big)
+  end)
+
+  it("refuses a client stream's request document over 4 MiB, from a file or standard input, naming its offset",
+    function()
+    local long = write_tmp('{"x": 1} "' .. ("a"):rep(4 * 1024 * 1024) .. '"')
+    local want = " the request document is over 4194304 bytes (4 MiB, gRPC's default maximum message size)\n"
+    -- a file's documents are read before the call: none starts
+    for _, case in ipairs { { long, long .. " at offset 9:" }, { "/dev/zero", "/dev/zero at offset 0:" } } do
+      local out, err, code = run(BIN .. " call -plaintext " .. ROUTE .. " -d @" .. case[1]
+        .. " 127.0.0.1:1 demo.Router/Record")
+      assert.are.equal("protocall call: " .. case[2] .. want, err, case[1])
+      assert.are.equal(1, code)
+      assert.are.equal("", out)
+    end
+    os.remove(long)
+    -- standard input's go as they come: the call is running when the endless one is refused
+    local port, pid = serve("-listen 127.0.0.1:0 examples/route_services.lua")
+    local out, err, code = run("(printf '{\"x\": 1}'; head -c 100000000 /dev/zero) | " .. BIN .. " call -plaintext "
+      .. "-d @ 127.0.0.1:" .. port .. " demo.Router/Record")
+    os.execute("kill " .. pid)
+    assert.are.equal("protocall call: standard input at offset 8:" .. want, err)
+    assert.are.equal(1, code)
+    assert.are.equal("", out)
   end)
 
   it("says standard input is closed before connecting (a connection would take its descriptor)", function()

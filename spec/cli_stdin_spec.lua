@@ -1,8 +1,8 @@
 -- What `protocall call -d @` reads a stream's standard input with, under
 -- both runtimes (the command's own specs, spec/cli_spec.lua, are Lua 5.4
 -- only): the JSON documents of a stream split as it arrives
--- (protocall.cli.common.json_splitter) and a descriptor read without
--- waiting (core.read_ready, bindings/lua/lpc_net.c).
+-- (protocall.cli.common.json_splitter), and standard input or a FIFO read
+-- without waiting (core.read_ready, core.open_fifo, bindings/lua/lpc_net.c).
 local R = require "runtime"
 require "protocall"
 local core = require "protocall.core"
@@ -54,6 +54,29 @@ describe("protocall.cli.common.json_splitter", function()
   end)
 end)
 
+describe("protocall.cli.common.json_splitter with a bound", function()
+  -- The documents of `chunks` fed to a splitter bounded at 8 bytes, or
+  -- the offset it called over() with.
+  local function bounded(chunks)
+    local split, docs = common.json_splitter(8, function(at) error({ at = at }) end), {}
+    local ok, err = pcall(function()
+      for i = 1, #chunks + 1 do
+        for _, d in ipairs(split(chunks[i])) do docs[#docs + 1] = d end
+      end
+    end)
+    if not ok then return type(err) == "table" and err.at or tostring(err) end
+    return docs
+  end
+
+  it("takes documents of up to the bound, and names the offset of one past it, whole or still open", function()
+    assert.are.same({ "[1]", '"123456"', "12345678" }, bounded { ' [1] "123', '456" 1234', "5678 " })
+    assert.are.equal(5, bounded { ' [1] "1234', '5678"' }) -- whole at its end
+    assert.are.equal(3, bounded { " {}" .. '{"a": "', ("x"):rep(10) }) -- open: not kept whole
+    assert.are.equal(0, bounded { "123456789 " }) -- a bare word
+    assert.are.equal(0, bounded { "12345", "6789" }) -- one open at the end
+  end)
+end)
+
 describe("core.read_ready", function()
   local dir = R.module_build()
   -- the LuaJIT module in a stock luajit, else the protocall command of the
@@ -81,13 +104,80 @@ describe("core.read_ready", function()
     assert.are.equal("ab||cd|nil", out)
   end)
 
-  it("returns nil and why for a descriptor it cannot read; refuses a bad argument", function()
-    assert.are.same({ nil, "read: Bad file descriptor" }, { core.read_ready(1000000) })
-    assert.has_error(function() core.read_ready(-1) end,
-      "bad argument #1 to 'read_ready' (a file descriptor (an integer >= 0) expected)")
-    assert.has_error(function() core.read_ready("x") end,
-      "bad argument #1 to 'read_ready' (a file descriptor (an integer >= 0) expected)")
+  it("returns nil and why for a source it cannot read; refuses any but standard input and a FIFO", function()
+    local dir_handle = assert(core.open_fifo("/")) -- (a directory opens; its read fails)
+    assert.are.same({ nil, "read: Is a directory" }, { core.read_ready(dir_handle) })
+    dir_handle:close()
+    for _, bad in ipairs { 1, 2, 1000000, -1, "x", "0", {}, io.stdin } do
+      assert.has_error(function() core.read_ready(bad) end,
+        "bad argument #1 to 'read_ready' (0 (standard input) or a FIFO of open_fifo expected)")
+    end
+    assert.has_error(function() core.read_ready(dir_handle) end, "bad argument #1 to 'read_ready' (the FIFO is closed)")
     assert.has_error(function() core.read_ready(0, 0) end,
       "bad argument #2 to 'read_ready' (1 to 16777216 bytes expected)")
+  end)
+end)
+
+describe("core.open_fifo", function()
+  -- The paths this process (`pid`: "$PPID" of a shell it starts, "self"
+  -- of the command that shell runs) holds open.
+  local function open_paths(pid)
+    local h = io.popen("ls -l /proc/" .. pid .. "/fd")
+    local out = h:read("a")
+    h:close()
+    return out
+  end
+
+  local fifo
+  before_each(function()
+    fifo = os.tmpname()
+    os.remove(fifo)
+    assert(os.execute("mkfifo " .. fifo))
+  end)
+  after_each(function() os.remove(fifo) end)
+
+  it("gives a handle the binding owns: close-on-exec, closed by :close() (idempotent) and when collected", function()
+    assert.is_nil(core.close_fd) -- (no closing of any descriptor a script names)
+    local f = assert(core.open_fifo(fifo))
+    assert.are.equal("", core.read_ready(f)) -- no writer yet: nothing, no end
+    assert.truthy(open_paths("$PPID"):find(fifo, 1, true))
+    assert.falsy(open_paths("self"):find(fifo, 1, true)) -- not inherited by a command run
+    f:close()
+    f:close()
+    assert.falsy(open_paths("$PPID"):find(fifo, 1, true))
+    assert.has_error(function() core.read_ready(f) end, "bad argument #1 to 'read_ready' (the FIFO is closed)")
+    core.open_fifo(fifo) -- dropped
+    collectgarbage()
+    collectgarbage()
+    assert.falsy(open_paths("$PPID"):find(fifo, 1, true))
+    assert.are.same({ nil, "No such file or directory" }, { core.open_fifo(fifo .. ".none") })
+  end)
+
+  it("waits for a writer up to read_ready's `wait`: no end before its first writer, its end once it left", function()
+    local f = assert(core.open_fifo(fifo))
+    assert.are.equal("", core.read_ready(f, nil, 0.05)) -- no writer ever: no hangup, the wait ran out
+    -- (`timeout`: a writer left waiting for a reader that failed ends)
+    assert(os.execute("(sleep 0.2; timeout 10 sh -c 'printf hi > " .. fifo .. "') &"))
+    assert.are.equal("hi", core.read_ready(f, nil, 30))
+    assert.is_nil(core.read_ready(f, nil, 30))
+    f:close()
+    for _, bad in ipairs { -1, 0 / 0 } do
+      assert.has_error(function() core.read_ready(0, nil, bad) end,
+        "bad argument #3 to 'read_ready' (seconds >= 0 expected)")
+    end
+  end)
+
+  it("is closed at the end of a <close> variable's scope (Lua 5.4)", function()
+    if R.luajit then return end
+    local closed = assert(load([[
+      local core, path = ...
+      local kept
+      do
+        local f <close> = core.open_fifo(path)
+        kept = f
+      end
+      return kept
+    ]]))(core, fifo)
+    assert.has_error(function() core.read_ready(closed) end, "bad argument #1 to 'read_ready' (the FIFO is closed)")
   end)
 end)

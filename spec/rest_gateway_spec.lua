@@ -833,6 +833,14 @@ describe("protocall gateway refusing to start", function()
     -- named by the -rules file, as its read errors are
     assert.are.equal("protocall gateway: -rules '" .. rules .. "': http rules: rule 2: selector 'gw.Nope.M' names no "
       .. "method of the services\nstatus 1\n", out)
+    -- a huge selector: its first 80 bytes said
+    rules = os.tmpname()
+    write(rules, '{"rules": [{"selector": "' .. ("gw."):rep(2000000) .. 'M", "get": "/n"}]}')
+    out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -rules " .. q(rules)
+      .. " -I spec/fixtures/protos -proto gateway/library.proto 127.0.0.1:1 2>&1; echo status $?")
+    os.remove(rules)
+    assert.are.equal("protocall gateway: -rules '" .. rules .. "': http rules: rule 1: selector '" .. ("gw."):rep(26)
+      .. "gw...' names no method of the services\nstatus 1\n", out)
   end)
 
   it("exits naming the rule (from 1), its method and pattern, whose pattern does not fit the schema", function()

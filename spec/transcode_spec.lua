@@ -1073,6 +1073,32 @@ describe("rules refused at load", function()
     assert(pc.transcoder(p, { http = { rules = { { selector = "r.S.B", post = "/v1/things/{id}:go", body = "*" } } } }))
   end)
 
+  it("quotes a rule's text in its errors cut at 80 bytes, control characters as '?'", function()
+    local long, cut = ("s."):rep(500000) .. "\1", ("s."):rep(40) .. "..."
+    assert.has_error(function() pc.transcoder(pool, { http = { rules = { { selector = long, get = "/" } } } }) end,
+      "http rules: rule 1: selector '" .. cut .. "' names no method of the services")
+    local rules = require "protocall.http.rules"
+    local http = assert(rules.http_config { rules = { { selector = long, get = "/a/{" } } })
+    assert.are.equal("http rules: rule 1: " .. cut .. ": GET /a/{: bad template: unclosed '{'",
+      rules.binding_problem(http))
+    local field = ("f"):rep(100) .. "\1"
+    for template, why in pairs {
+      ["/a/" .. field] = "bad segment '" .. ("f"):rep(80) .. "...'",
+      ["/a/{" .. field .. "}"] = "variable '{" .. ("f"):rep(80) .. "...}': bad field path '" .. ("f"):rep(80) .. "...'",
+      ["/a/{x}:\1"] = "bad verb ':?'",
+    } do
+      local rule = { selector = "example.v1.Messaging.Unbound", get = template }
+      assert.has_error(function() pc.transcoder(pool, { http = { rules = { rule } } }) end,
+        "http rules: rule 1: example.v1.Messaging.Unbound: GET " .. template:gsub("%c", "?") .. ": bad template: "
+          .. why)
+    end
+    local kind = ("K"):rep(100)
+    local custom = { selector = "example.v1.Messaging.Unbound", custom = { kind = kind, path = "/a" }, body = long }
+    assert.has_error(function() pc.transcoder(pool, { http = { rules = { custom } } }) end, "http rules: rule 1: "
+      .. "example.v1.Messaging.Unbound: " .. ("K"):rep(80) .. "... /a: body '" .. cut .. "': no such top-level field "
+      .. "in example.v1.Message")
+  end)
+
   it("refuses config rules naming no method, or not of HttpRule's shape", function()
     -- every error of a rule names it "rule N", counted from 1; a JSON path (counting from 0) follows
     assert.has_error(function() pc.transcoder(pool, { http = { rules = { { selector = "x.Y.Z", get = "/" } } } }) end,

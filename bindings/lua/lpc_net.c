@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <net/if.h>
 #include <poll.h>
 #include <string.h>
@@ -31,6 +32,7 @@
 #define CHANNEL_MT  "protocall.GrpcChannel"
 #define RESOLVER_MT "protocall.Resolver"
 #define CALL_MT     "protocall.GrpcCall"
+#define FIFO_MT     "protocall.Fifo"
 
 /* The tags of the boxes below: a box's first member is its kind's tag
  * (check_box). Not const, so each has an address of its own. */
@@ -1049,65 +1051,79 @@ static int lpc_file_kind(lua_State *L) {
   return 1;
 }
 
-/* -- fd | nil, why = core.open_fifo(path)
+/* A FIFO of core.open_fifo: its descriptor, -1 once closed. */
+typedef struct {
+  int fd;
+} FifoBox;
+
+/* -- fifo | nil, why = core.open_fifo(path)
  * Opens the FIFO (named pipe, or a pipe such as bash's <(cmd)) 'path' for
- * reading without waiting for a writer (O_NONBLOCK), for
+ * reading without waiting for a writer (O_NONBLOCK; close-on-exec), for
  * core.read_ready, which gives "" while no writer's bytes are there and nil
  * once a writer that came has gone (Linux reports no hangup on a FIFO
  * opened so before its first writer); nil and strerror's text when open(2)
- * fails. core.close_fd closes it. (`protocall call -d @FIFO` under
- * -max-time, lua/protocall/cli/call.lua.) */
+ * fails. The binding owns the descriptor: fifo:close() closes it
+ * (idempotent), as do its __gc and, under Lua 5.4, __close.
+ * (`protocall call -d @FIFO` under -max-time, lua/protocall/cli/call.lua.) */
 static int lpc_open_fifo(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
-  int fd;
-  do fd = open(path, O_RDONLY | O_NONBLOCK);
-  while (fd < 0 && errno == EINTR);
-  if (fd < 0) {
+  FifoBox *f = lua_newuserdatauv(L, sizeof *f, 0); /* before the open: nothing leaks if it raises */
+  f->fd = -1;
+  luaL_setmetatable(L, FIFO_MT);
+  do f->fd = open(path, O_RDONLY | O_NONBLOCK);
+  while (f->fd < 0 && errno == EINTR);
+  if (f->fd < 0) {
     lua_pushnil(L);
     lua_pushstring(L, strerror(errno));
     return 2;
   }
-  lua_pushinteger(L, fd);
+  (void)fcntl(f->fd, F_SETFD, FD_CLOEXEC); /* (O_CLOEXEC: POSIX 2008, not this build's) */
   return 1;
 }
 
-/* -- core.close_fd(fd)
- * Closes descriptor 'fd' of core.open_fifo; raises "bad argument #1 to
- * 'close_fd' (a descriptor of open_fifo (an integer >= 3) expected)" for
- * anything else, standard streams included. */
-static int lpc_close_fd(lua_State *L) {
-  int isint = 0;
-  lua_Integer fd = lua_tointegerx(L, 1, &isint);
-  if (!isint || fd < 3 || fd > INT_MAX)
-    lpc_arg_error(L, 1, "close_fd", "a descriptor of open_fifo (an integer >= 3) expected");
-  close((int)fd);
+/* -- fifo:close()   -- closes the FIFO of core.open_fifo; idempotent */
+static int lpc_fifo_close(lua_State *L) {
+  FifoBox *f = luaL_checkudata(L, 1, FIFO_MT);
+  if (f->fd >= 0) close(f->fd);
+  f->fd = -1;
   return 0;
 }
 
-/* -- bytes | "" | nil [, message] = core.read_ready(fd [, max])
- * What descriptor 'fd' (an integer; 0 is standard input) holds now, read
- * without waiting: up to 'max' bytes (default 65536, at most 16 MiB), ""
- * when nothing is ready, nil at end of file, nil and "read: why" when
- * poll(2) or read(2) failed; raises "bad argument #1 to 'read_ready' (a
- * file descriptor (an integer >= 0) expected)" and likewise for 'max'.
- * For a task under pc.run reading a pipe or a terminal, which a blocking
- * read would stop with every other task (`protocall call -d @`,
- * lua/protocall/cli/call.lua). */
+/* -- bytes | "" | nil [, message] = core.read_ready(source [, max [, wait]])
+ * What 'source' (0: standard input; or a FIFO of core.open_fifo) holds,
+ * read once something is there or 'wait' seconds have passed (default 0:
+ * at once; 2147483 or more, math.huge say: no limit): up to 'max' bytes
+ * (default 65536, at most 16 MiB), "" when nothing came (or a signal
+ * interrupted the wait), nil at end of file, nil and "read: why" when
+ * poll(2) or read(2) failed; raises "bad argument #1 to 'read_ready' (0
+ * (standard input) or a FIFO of open_fifo expected)" for any other
+ * source, "(the FIFO is closed)" for a closed one, and likewise for 'max'
+ * and 'wait'. Without 'wait', for a task under pc.run reading a pipe or a
+ * terminal, which a blocking read would stop with every other task
+ * (`protocall call -d @` of a stream); with it, for a reader alone (a
+ * unary call's document, lua/protocall/cli/call.lua). A FIFO no writer
+ * has opened yet waits so too: Linux reports no hangup before its first
+ * writer has come and gone. */
 static int lpc_read_ready(lua_State *L) {
-  int isint = 0;
-  lua_Integer fd = lua_tointegerx(L, 1, &isint), max = 65536;
-  if (!isint || fd < 0 || fd > INT_MAX)
-    lpc_arg_error(L, 1, "read_ready", "a file descriptor (an integer >= 0) expected");
+  int isint = 0, fd = 0;
+  lua_Integer max = 65536;
+  if (!(lua_type(L, 1) == LUA_TNUMBER && lua_tonumber(L, 1) == 0)) {
+    FifoBox *f = luaL_testudata(L, 1, FIFO_MT);
+    if (f == NULL)
+      lpc_arg_error(L, 1, "read_ready", "0 (standard input) or a FIFO of open_fifo expected");
+    if (f->fd < 0) lpc_arg_error(L, 1, "read_ready", "the FIFO is closed");
+    fd = f->fd;
+  }
   if (!lua_isnoneornil(L, 2)) {
     max = lua_tointegerx(L, 2, &isint);
     if (!isint || max < 1 || max > (lua_Integer)16 * 1024 * 1024)
       lpc_arg_error(L, 2, "read_ready", "1 to 16777216 bytes expected");
   }
-  struct pollfd p = {.fd = (int)fd, .events = POLLIN};
-  int r;
-  do r = poll(&p, 1, 0);
-  while (r < 0 && errno == EINTR);
-  if (r == 0) {
+  lua_Number wait = luaL_optnumber(L, 3, 0);
+  if (!(wait >= 0)) lpc_arg_error(L, 3, "read_ready", "seconds >= 0 expected");
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  int r = poll(&p, 1, wait >= INT_MAX / 1000 ? -1 : (int)ceil(wait * 1000));
+  if (r == 0 || (r < 0 && errno == EINTR)) {
     lua_pushliteral(L, "");
     return 1;
   }
@@ -1116,7 +1132,7 @@ static int lpc_read_ready(lua_State *L) {
   char *room = r > 0 && !(p.revents & POLLNVAL) ? luaL_buffinitsize(L, &b, (size_t)max) : NULL;
   ssize_t n = -1;
   if (room != NULL) {
-    do n = read((int)fd, room, (size_t)max);
+    do n = read(fd, room, (size_t)max);
     while (n < 0 && errno == EINTR);
   }
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -1440,7 +1456,6 @@ void lpc_open_net(lua_State *L) {
                                    {"if_index", lpc_if_index},
                                    {"file_kind", lpc_file_kind},
                                    {"open_fifo", lpc_open_fifo},
-                                   {"close_fd", lpc_close_fd},
                                    {"resolve", lpc_resolve},
                                    {"resolver", lpc_resolver_new},
                                    {"grpc_timeout", lpc_grpc_timeout},
@@ -1488,6 +1503,17 @@ void lpc_open_net(lua_State *L) {
   lua_setfield(L, -2, "__index");
   lua_pushcfunction(L, lpc_resolver_close);
   lua_setfield(L, -2, "__gc");
+  lua_pushboolean(L, 0);
+  lua_setfield(L, -2, "__metatable");
+  lua_pop(L, 1);
+  static const luaL_Reg fifo_methods[] = {{"close", lpc_fifo_close}, {NULL, NULL}};
+  luaL_newmetatable(L, FIFO_MT);
+  luaL_newlib(L, fifo_methods);
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, lpc_fifo_close);
+  lua_setfield(L, -2, "__gc");
+  lua_pushcfunction(L, lpc_fifo_close);
+  lua_setfield(L, -2, "__close");
   lua_pushboolean(L, 0);
   lua_setfield(L, -2, "__metatable");
   lua_pop(L, 1);

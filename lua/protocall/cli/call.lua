@@ -10,14 +10,14 @@ local pairs, ipairs, tostring, pcall, getmetatable, setmetatable =
 local format, concat = string.format, table.concat
 local shown = require("protocall.internal").show
 local stdout, stderr = common.stdout, common.stderr
-local usage_error, fail, check_format, has_schema, load_schemas, read_input, write_message, json_documents =
+local usage_error, fail, check_format, has_schema, load_schemas, write_message, json_documents =
   common.usage_error, common.fail, common.check_format, common.has_schema, common.load_schemas,
-  common.read_input, common.write_message, common.json_documents
+  common.write_message, common.json_documents
 local metadata_of, print_error, connect, with_reflection = common.metadata_of, common.print_error,
   common.connect, common.with_reflection
 local json_splitter = common.json_splitter
 local core = require "protocall.core"
-local read_ready, open_fifo, close_fd, file_kind = core.read_ready, core.open_fifo, core.close_fd, core.file_kind
+local read_ready, open_fifo, file_kind = core.read_ready, core.open_fifo, core.file_kind
 
 local M = {}
 
@@ -205,14 +205,33 @@ end
 -- How long the task reading standard input sleeps when nothing is there.
 local STDIN_POLL = 0.01
 
+-- A request document, read whole (-d @, -d @FILE) or each of a stream's,
+-- is refused past this many bytes: gRPC's default maximum message size (a
+-- server refuses a larger request RESOURCE_EXHAUSTED), which bounds a
+-- REST body too (pc.listen's max_body_bytes), so that endless input (<
+-- /dev/zero) fails instead of taking all memory.
+local MAX_DOCUMENT = 4 * 1024 * 1024
+
+local function too_big(what)
+  fail(format("%s: the request document is over %d bytes (4 MiB, gRPC's default maximum message size)", what,
+    MAX_DOCUMENT))
+end
+
+-- A json_splitter of a stream's requests from `what`, each document
+-- bounded by MAX_DOCUMENT ("standard input at offset 8: the request
+-- document is over ...").
+local function request_splitter(what)
+  return json_splitter(MAX_DOCUMENT, function(at) too_big(format("%s at offset %d", what, at)) end)
+end
+
 -- The requests of a stream read from standard input, each JSON document
 -- (concatenated or one per line) as soon as it is whole: next() -> a
 -- message of type T, or nil at the end of the input or once stopped()
 -- (the call ended). Waits in the task, the others running meanwhile;
 -- fails with "request N: why" for a document T does not take, and as
--- json_splitter does.
+-- request_splitter does.
 local function stdin_requests(T, stopped)
-  local split, docs, k, count, eof = json_splitter(), {}, 1, 0, false
+  local split, docs, k, count, eof = request_splitter("standard input"), {}, 1, 0, false
   return function()
     while docs[k] == nil do
       if eof or stopped() then return nil end
@@ -232,67 +251,71 @@ local function stdin_requests(T, stopped)
   end
 end
 
--- The one request document of a unary or server-streaming call, read
--- whole (-d @, -d @FILE), is refused past this
--- many bytes: gRPC's default maximum message size (a server refuses a
--- larger request RESOURCE_EXHAUSTED), which bounds a REST body too
--- (pc.listen's max_body_bytes), so that endless input (< /dev/zero) fails
--- instead of taking all memory.
-local MAX_DOCUMENT = 4 * 1024 * 1024
-
-local function too_big(what)
-  fail(format("%s: the request document is over %d bytes (4 MiB, gRPC's default maximum message size)", what,
-    MAX_DOCUMENT))
-end
-
--- The descriptor `fd` (0: standard input; a FIFO's of open_fifo) read
--- whole by `deadline` (pc.now()'s clock; nil: none), checked after every
--- read: nil when it has not ended by then (-max-time of a call that
--- reads one document); its data past `max` bytes fails naming `what`.
-local function read_by(fd, what, deadline, max)
+-- What takes the request data of `what` read whole, chunk by chunk:
+-- add(chunk), then add(nil) returns a client stream's (`stream`) list of
+-- JSON documents, or the one document of another method; fails once a
+-- document passes MAX_DOCUMENT bytes.
+local function request_sink(what, stream)
+  if stream then
+    local split, docs = request_splitter(what), {}
+    return function(chunk)
+      for _, d in ipairs(split(chunk)) do docs[#docs + 1] = d end
+      return chunk == nil and docs or nil
+    end
+  end
   local parts, size = {}, 0
-  while true do
-    local chunk, why = read_ready(fd)
-    if why then fail(what .. ": " .. why) end
+  return function(chunk)
     if chunk == nil then return concat(parts) end
     size = size + #chunk
-    if max and size > max then too_big(what) end
+    if size > MAX_DOCUMENT then too_big(what) end
     parts[#parts + 1] = chunk
+  end
+end
+
+-- `source` (0: standard input; a FIFO of open_fifo) read
+-- whole into `add` (request_sink's) by `deadline` (pc.now()'s clock; nil:
+-- none), waiting in poll(2) for each read (no other task runs: this is
+-- before the call), checked after every read: add(nil), or nil when it
+-- has not ended by then (-max-time of a call that reads one document);
+-- fails naming `what` when a read does.
+local function read_by(source, what, deadline, add)
+  while true do
+    local chunk, why = read_ready(source, nil, deadline and math.max(deadline - pc.now(), 0) or math.huge)
+    if why then fail(what .. ": " .. why) end
+    if chunk == nil then return add(nil) end
+    add(chunk)
     if deadline and pc.now() >= deadline then return nil end
-    if chunk == "" then pc.sleep(STDIN_POLL) end
   end
 end
 
 -- The FIFO (or pipe: bash's -d @<(cmd)) `path` whole, by `deadline`, as
 -- read_by reads it: its open waits for no writer, so -max-time bounds
 -- the wait for one too.
-local function fifo_by(path, deadline, max)
-  local fd, why = open_fifo(path)
-  if not fd then fail(path .. ": " .. why) end
-  local ok, data = pcall(read_by, fd, path, deadline, max)
-  close_fd(fd)
+local function fifo_by(path, deadline, add)
+  local fifo, why = open_fifo(path)
+  if not fifo then fail(path .. ": " .. why) end
+  local ok, data = pcall(read_by, fifo, path, deadline, add)
+  fifo:close()
   if not ok then error(data, 0) end
   return data
 end
 
--- File `path` whole, up to MAX_DOCUMENT.
-local function file_document(path)
+-- File `path` whole, into `add`.
+local function file_by(path, add)
   local f, why = io.open(path, "rb")
   if not f then fail(why) end -- "x.json: No such file or directory"
-  local parts, size = {}, 0
   while true do
     local chunk, err = f:read(65536)
     if chunk == nil then
       f:close()
       if err then fail(path .. ": " .. err) end -- "Is a directory"
-      return concat(parts)
+      return add(nil)
     end
-    size = size + #chunk
-    if size > MAX_DOCUMENT then
+    local ok, e = pcall(add, chunk)
+    if not ok then
       f:close()
-      too_big(path)
+      error(e, 0)
     end
-    parts[#parts + 1] = chunk
   end
 end
 
@@ -357,22 +380,21 @@ function M.call.run(flags, args)
   if from_stdin then data = nil
   elseif stdin or data and data:sub(1, 1) == "@" and file_kind(data:sub(2)) == "fifo" then
     local path = not stdin and data:sub(2)
-    -- (a client stream's file holds many documents: read whole, unbounded)
-    local max = not m.client_streaming and MAX_DOCUMENT or nil
-    if path then data = fifo_by(path, deadline, max) else data = read_by(0, "standard input", deadline, max) end
+    local add = request_sink(path or "standard input", m.client_streaming)
+    if path then data = fifo_by(path, deadline, add) else data = read_by(0, "standard input", deadline, add) end
     if not data then
       stderr:write("ERROR: code = DEADLINE_EXCEEDED, message = deadline exceeded waiting for "
         .. (path and "FIFO '" .. path .. "'" or "standard input") .. format(" (-max-time %g)\n", max_time))
       return 64 + pc.codes.DEADLINE_EXCEEDED
     end
   elseif data and data:sub(1, 1) == "@" then
-    -- (a client stream's file holds many documents: read whole, unbounded)
-    data = m.client_streaming and read_input(data:sub(2)) or file_document(data:sub(2))
+    data = file_by(data:sub(2), request_sink(data:sub(2), m.client_streaming))
   end
   -- A client stream sends every JSON document of the data (concatenated or
-  -- one per line); the other shapes take one.
+  -- one per line: a list once read from a file); the other shapes take one.
+  if m.client_streaming and type(data) ~= "table" then data = json_documents(data or "") end
   local requests = {}
-  for i, doc in ipairs(m.client_streaming and json_documents(data or "") or { data or "{}" }) do
+  for i, doc in ipairs(m.client_streaming and data or { data or "{}" }) do
     local request, err = pc.from_json(m.input, doc)
     -- (a proto2 required field unset, which the stub would not encode: said
     -- as bad input, not as the call's failure)

@@ -356,16 +356,21 @@ function M.write_message(m, fmt, flags, file)
   text_format.write_text(m, function(s) file:write(s) end)
 end
 
---- split = json_splitter(): the JSON documents of a stream (concatenated
--- or one per line) as it arrives: split(chunk) returns the list of the
--- documents `chunk` completes (maybe none), keeping an incomplete one for
--- the next chunk; split(nil) ends the stream and returns the last one. A
--- document is an object or array, or a bare value too (a string, number,
--- true, false or null: the JSON form of a wrapper type such as
--- google.protobuf.StringValue). Fails, naming the offset in the whole
--- stream, on what no JSON document starts with, a '}' or ']' that closes
--- nothing, and at the end on a string or document left open.
-function M.json_splitter()
+--- split = json_splitter([max, over]): the JSON documents of a stream
+-- (concatenated or one per line) as it arrives: split(chunk) returns the
+-- list of the documents `chunk` completes (maybe none), keeping an
+-- incomplete one for the next chunk; split(nil) ends the stream and
+-- returns the last one. A document is an object or array, or a bare value
+-- too (a string, number, true, false or null: the JSON form of a wrapper
+-- type such as google.protobuf.StringValue). Fails, naming the offset in
+-- the whole stream, on what no JSON document starts with, a '}' or ']'
+-- that closes nothing, and at the end on a string or document left open;
+-- with `max`, calls over(offset), which raises, once a document (whole or
+-- still open) holds more than `max` bytes, so one endless document is not
+-- kept whole.
+function M.json_splitter(max, over)
+  local start = 0       -- the offset of the open document
+  local held = 0        -- the bytes of `parts`
   local depth = 0       -- the nesting of the open object or array
   local in_string = false
   local escaped = false -- the chunk ended in a string's backslash
@@ -382,7 +387,8 @@ function M.json_splitter()
     local function done(last) -- the document ends at s[last]
       parts[#parts + 1] = s:sub(from, last)
       docs[#docs + 1] = concat(parts)
-      parts = {}
+      parts, held = {}, 0
+      if max and #docs[#docs] > max then over(start) end
     end
     while i <= n do
       if in_string then
@@ -405,7 +411,8 @@ function M.json_splitter()
         in_word = false
         parts[#parts + 1] = s:sub(from, j)
         local word = concat(parts)
-        parts = {}
+        parts, held = {}, 0
+        if max and #word > max then over(start) end
         if not (word == "true" or word == "false" or word == "null" or word:match("^%-?%d[%d.eE+%-]*$")) then
           fail(format("JSON value expected at offset %d", opened))
         end
@@ -428,7 +435,7 @@ function M.json_splitter()
         local j = s:find("%S", i)
         if j == nil then break end
         local c = s:sub(j, j)
-        from = j
+        from, start = j, base + j - 1
         if c == '"' then
           in_string, opened = true, base + j - 1
         elseif c == "{" or c == "[" then
@@ -441,7 +448,11 @@ function M.json_splitter()
         i = j + 1
       end
     end
-    if in_string or in_word or depth > 0 then parts[#parts + 1] = s:sub(from) end
+    if in_string or in_word or depth > 0 then
+      parts[#parts + 1] = s:sub(from)
+      held = held + (n - from + 1)
+      if max and held > max then over(start) end
+    end
     base = base + n
     if final then
       ended = true
@@ -612,23 +623,27 @@ end
 
 --- transport = connect(flags, target, cmd): the pc.grpc transport to
 -- TARGET with the connection flags: host:port as http:// (-plaintext) or
--- https://, a URL or one of H2C_SCHEMES as it is; another scheme (a name
--- before ":/", "foo:///bar") fails naming TARGET as given.
+-- https://, a URL or one of H2C_SCHEMES as it is, its scheme in any case
+-- (URI schemes are case-insensitive: HTTP://, Unix:); another scheme (a
+-- name before "://", "foo:///bar") fails naming TARGET as given, and so
+-- does a name before ":/" ("localhost:/x"), which is no host:port either.
 function M.connect(flags, target, cmd)
   local url = (flags.plaintext and "http://" or "https://") .. target
   local scheme = target:match("^([%a][%w+.-]*):")
+  local name = scheme and scheme:lower()
   local h2c = false
-  for _, name in ipairs(H2C_SCHEMES) do h2c = h2c or scheme == name end
-  if target:match("^https?://") then
-    url = target
-  elseif h2c then
-    if not flags.plaintext then
-      usage_error(cmd, "a " .. scheme .. ": TARGET is h2c: give -plaintext (for TLS, https://host:port)")
+  for _, known in ipairs(H2C_SCHEMES) do h2c = h2c or name == known end
+  local quoted = target:gsub("%c", "?")
+  if (name == "http" or name == "https") and target:find("^[^:]*://") or h2c then
+    if h2c and not flags.plaintext then
+      usage_error(cmd, "a " .. name .. ": TARGET is h2c: give -plaintext (for TLS, https://host:port)")
     end
-    url = target
+    url = name .. target:sub(#scheme + 1)
+  elseif scheme and target:find("^[^:]*://") then
+    fail("TARGET '" .. quoted .. "': unknown scheme '" .. scheme .. ":' (host:port, " .. SCHEMES .. " expected)")
   elseif scheme and target:find("^[^:]*:/") then -- not host:port
-    fail("TARGET '" .. target:gsub("%c", "?") .. "': unknown scheme '" .. scheme .. ":' (host:port, "
-      .. SCHEMES .. " expected)")
+    fail("TARGET '" .. quoted .. "': '" .. target:sub(#scheme + 2):gsub("%c", "?") .. "' is no port, and '" .. scheme
+      .. ":' no scheme (host:port, " .. SCHEMES .. " expected)")
   end
   if flags.plaintext and (flags.cacert or flags.cert or flags.key or flags.servername or flags.insecure) then
     usage_error(cmd, "-plaintext takes no TLS flag (-cacert, -cert, -key, -servername, -insecure)")

@@ -10,6 +10,7 @@ local message = require "protocall.message"
 local wire = require "protocall.wire"
 local json = require "protocall.json"
 local template = require "protocall.http.template"
+local shown = template.shown
 
 local type, ipairs, pcall, assert = type, ipairs, pcall, assert
 local format, tostring, setmetatable = string.format, tostring, setmetatable
@@ -106,10 +107,11 @@ local function leaf_problem(f)
 end
 M.leaf_problem = leaf_problem
 
--- "GET /v1/x" for errors (a long template cut at 200 bytes).
+-- "GET /v1/x" for errors (a long template cut at 200 bytes, a custom
+-- kind at 80; control characters as "?").
 local function describe(pattern, path)
   if #path > 200 then path = path:sub(1, 200) .. "..." end
-  return format("%s %s", pattern, path)
+  return format("%s %s", shown(pattern), (path:gsub("%c", "?")))
 end
 
 -- The methods of RFC 9110 (and PATCH): a custom kind spelled as one in
@@ -126,7 +128,7 @@ local function pattern_of(rule)
     local label = describe("custom", path)
     if kind == "" then return nil, "custom pattern without a kind", label end
     if kind:find("[^%w%-!#%$%%&'%*%+%.%^_`|~]") then
-      return nil, format("custom kind '%s' is no HTTP method", kind), label
+      return nil, format("custom kind '%s' is no HTTP method", shown(kind)), label
     end
     local upper = kind:upper()
     if STANDARD[upper] and kind ~= upper then
@@ -176,13 +178,13 @@ local function compile(self, m, rule, nested, n)
   }
   for _, v in ipairs(t.vars) do
     local fields, err = resolve(cache, pool, m.input, v.path)
-    if not fields then return nil, format("%s: variable '%s': %s", what, v.field, err) end
+    if not fields then return nil, format("%s: variable '%s': %s", what, shown(v.field), err) end
     local last = fields[#fields]
     if last.repeated and not last.map then
-      return nil, format("%s: variable '%s': a repeated field", what, v.field)
+      return nil, format("%s: variable '%s': a repeated field", what, shown(v.field))
     end
     local p = leaf_problem(last)
-    if p then return nil, format("%s: variable '%s': %s", what, v.field, p) end
+    if p then return nil, format("%s: variable '%s': %s", what, shown(v.field), p) end
     v.fields = fields
     route.bound[v.field] = true
   end
@@ -190,10 +192,10 @@ local function compile(self, m, rule, nested, n)
   if route.body ~= "" and route.body ~= "*" then
     local f = field_index(cache, pool, m.input)[route.body]
     if not f or f.name ~= route.body then
-      return nil, format("%s: body '%s': no such top-level field in %s", what, route.body, m.input.full_name)
+      return nil, format("%s: body '%s': no such top-level field in %s", what, shown(route.body), m.input.full_name)
     end
     if route.bound[route.body] then
-      return nil, format("%s: body '%s': the field is bound by the path too", what, route.body)
+      return nil, format("%s: body '%s': the field is bound by the path too", what, shown(route.body))
     end
     route.body_field = f
     route.body_is_http_body = f.type_name == HTTP_BODY and not f.repeated
@@ -204,12 +206,12 @@ local function compile(self, m, rule, nested, n)
     route.body_is_http_body = route.body == "*"
   end
   if http_method == "GET" and route.body ~= "" then
-    return nil, format("%s: a GET rule may not have a body ('%s')", what, route.body)
+    return nil, format("%s: a GET rule may not have a body ('%s')", what, shown(route.body))
   end
   if route.response_body ~= "" then
     local f = field_index(cache, pool, m.output)[route.response_body]
     if not f or f.name ~= route.response_body then
-      return nil, format("%s: response_body '%s': no such top-level field in %s", what, route.response_body,
+      return nil, format("%s: response_body '%s': no such top-level field in %s", what, shown(route.response_body),
         m.output.full_name)
     end
     route.response_field = f
@@ -312,7 +314,7 @@ function M.binding_problem(http)
     end
     if not b then
       path[#path + 1] = which_oneof(rule, "pattern")
-      return format("http rules: rule %d: %s: %s: %s", i, selector, pattern, why), path
+      return format("http rules: rule %d: %s: %s: %s", i, shown(selector), pattern, why), path
     end
   end
   return nil
@@ -355,7 +357,7 @@ function M.compile(pool, services, opts)
     for i, rule in mipairs(http.rules) do
       local sel = rule.selector
       if not methods[sel] then
-        return nil, format("http rules: rule %d: selector '%s' names no method of the services", i, sel)
+        return nil, format("http rules: rule %d: selector '%s' names no method of the services", i, shown(sel))
       end
       rules[sel], numbers[sel] = rule, i
     end

@@ -41,6 +41,14 @@ local function decode(s, keep_slash)
 end
 M.decode = decode
 
+--- s = shown(text): user text (a selector, a template's part) as an error
+-- quotes it: its first 80 bytes, then "..." when there is more, control
+-- characters as "?", so that a huge one makes a short line.
+local function shown(text)
+  return ((#text > 80 and text:sub(1, 80) .. "..." or text):gsub("%c", "?"))
+end
+M.shown = shown
+
 --- Most segments a template may have: the router's walk goes one level
 -- of recursion per segment, and paths of real APIs have far fewer.
 M.MAX_SEGMENTS = 64
@@ -80,14 +88,14 @@ function M.parse(template)
       local path = {}
       for id in (field .. "."):gmatch("([^.]*)%.") do
         if not id:find("^[%a_][%w_]*$") then
-          return nil, format("variable '{%s}': bad field path '%s'", inner, field)
+          return nil, format("variable '{%s}': bad field path '%s'", shown(inner), shown(field))
         end
         path[#path + 1] = id
       end
-      if seen[field] then return nil, format("field '%s' is bound twice", field) end
+      if seen[field] then return nil, format("field '%s' is bound twice", shown(field)) end
       seen[field] = true
       if inner:find("=", 1, true) and rest == "" then
-        return nil, format("variable '{%s}': empty template", inner)
+        return nil, format("variable '{%s}': empty template", shown(inner))
       end
       if rest:find("[{}]") then return nil, "a variable's template must not contain other variables" end
       var = { field = field, path = path, first = #segs + 1 }
@@ -100,14 +108,14 @@ function M.parse(template)
         if part == "*" or part == "**" then
           segs[#segs + 1] = { kind = part }
         elseif part == "" then
-          return nil, format("variable '{%s}': empty segment", inner)
+          return nil, format("variable '{%s}': empty segment", shown(inner))
         elseif part:find(LITERAL) and escapes_ok(part) then
           local text = decode(part)
           local problem = dot_problem(text)
-          if problem then return nil, format("variable '{%s}': %s", inner, problem) end
+          if problem then return nil, format("variable '{%s}': %s", shown(inner), problem) end
           segs[#segs + 1] = { kind = "lit", text = text }
         else
-          return nil, format("variable '{%s}': bad segment '%s'", inner, part)
+          return nil, format("variable '{%s}': bad segment '%s'", shown(inner), shown(part))
         end
         if #segs > M.MAX_SEGMENTS then return nil, format("more than %d segments", M.MAX_SEGMENTS) end
       end
@@ -128,7 +136,7 @@ function M.parse(template)
         if problem then return nil, problem end
         segs[#segs + 1] = { kind = "lit", text = text }
       else
-        return nil, format("bad segment '%s'", part)
+        return nil, format("bad segment '%s'", shown(part))
       end
       if #segs > M.MAX_SEGMENTS then return nil, format("more than %d segments", M.MAX_SEGMENTS) end
       pos = stop
@@ -138,13 +146,13 @@ function M.parse(template)
       pos = pos + 1
     elseif c == ":" then
       verb = template:sub(pos + 1)
-      if not verb:find(LITERAL) or not escapes_ok(verb) then return nil, format("bad verb ':%s'", verb) end
+      if not verb:find(LITERAL) or not escapes_ok(verb) then return nil, format("bad verb ':%s'", shown(verb)) end
       verb = decode(verb)
       break
     elseif c == "" then
       break
     else
-      return nil, format("unexpected '%s' at offset %d", c, pos - 1)
+      return nil, format("unexpected '%s' at offset %d", shown(c), pos - 1)
     end
   end
   for i, s in ipairs(segs) do

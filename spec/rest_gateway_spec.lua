@@ -824,6 +824,27 @@ describe("protocall gateway refusing to start", function()
     os.remove(rules)
   end)
 
+  it("exits on google.api.Http's members beside a google.api.Service's http, at the member's line:col", function()
+    local rules = os.tmpname()
+    -- a Service's other members are skipped: these would be, the rules of one shape lost
+    for text, why in pairs {
+      ['{"http": {"rules": [{"selector": "s.S.M", "get": "/a"}]},\n "rules": [{"selector": "s.S.N", "get": "/b"}]}'] =
+        ":2:11: http rules: a top-level 'rules' beside 'http': google.api.Service's rules go under 'http',"
+        .. " google.api.Http's at the top level; give one shape",
+      ['{"rules": [], "name": "x", "http": {}}'] = ":1:11: http rules: a top-level 'rules' beside 'http':"
+        .. " google.api.Service's rules go under 'http', google.api.Http's at the top level; give one shape",
+      ['{"http": {"rules": []}, "fullyDecodeReservedExpansion": true}'] =
+        ":1:57: http rules: a top-level 'fully_decode_reserved_expansion' beside 'http': google.api.Service's"
+        .. " rules go under 'http', google.api.Http's at the top level; give one shape",
+    } do
+      write(rules, text)
+      local out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -rules " .. q(rules)
+        .. " 127.0.0.1:1 2>&1; echo status $?")
+      assert.are.equal("protocall gateway: -rules '" .. rules .. "'" .. why .. "\nstatus 1\n", out)
+    end
+    os.remove(rules)
+  end)
+
   it("exits naming the rule (from 1) whose selector names no method of the schema", function()
     local rules = os.tmpname()
     write(rules, '{"rules": [{"selector": "gw.Library.Echo", "get": "/e"}, {"selector": "gw.Nope.M", "get": "/n"}]}')

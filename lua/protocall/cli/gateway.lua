@@ -11,7 +11,7 @@ local reflection = require "protocall.rpc.reflection"
 local http_rules = require "protocall.http.rules"
 
 local ipairs, pairs, pcall, tostring, error, getmetatable = ipairs, pairs, pcall, tostring, error, getmetatable
-local format, concat, sort, upper = string.format, table.concat, table.sort, string.upper
+local format, concat, sort = string.format, table.concat, table.sort
 local stderr, usage_error, fail = common.stderr, common.usage_error, common.fail
 local max, now, forwarding = math.max, sched.now, require("protocall.rpc.server").forwarding
 local metadata_problem = require("protocall.core").metadata_problem
@@ -375,61 +375,6 @@ local function located(file, text, why, skipped)
   return format("-rules '%s':%d:%d: %s", file, lines + 1, col, head)
 end
 
--- The index in the JSON text `s` just past the value at index `i`
--- (a JSON text the reader took: nothing here is checked).
-local function past_value(s, i)
-  local depth = 0
-  repeat
-    local c = s:sub(i, i)
-    if c == '"' then
-      i = i + 1
-      repeat
-        local q = s:find('["\\]', i) or #s
-        i = q + (s:sub(q, q) == "\\" and 2 or 1)
-      until s:sub(q, q) ~= "\\"
-    elseif c == "{" or c == "[" or c == "}" or c == "]" then
-      depth = depth + ((c == "{" or c == "[") and 1 or -1)
-      i = i + 1
-    elseif depth > 0 then
-      i = i + 1
-    else
-      i = s:find("[%s,%]}]", i) or #s + 1
-    end
-  until depth == 0 or i > #s
-  return i
-end
-
--- The byte offset (from 0) in the JSON text `s` of the value at `path`
--- ({"rules", 0, "get"}: members by proto or JSON name, the last of a
--- name; array elements from 0), from the value at index `i`; nil when
--- it is not there.
-local function value_offset(s, path, i, k)
-  i, k = s:find("%S", i or 1), k or 1
-  if not i then return nil end
-  local step = path[k]
-  if step == nil then return i - 1 end
-  local open, close = s:sub(i, i), type(step) == "number" and "]" or "}"
-  if open ~= (close == "]" and "[" or "{") then return nil end
-  local json_name = type(step) == "string" and step:gsub("_(%l)", upper)
-  local n, found = 0, nil
-  i = s:find("%S", i + 1)
-  while i and s:sub(i, i) ~= close do
-    local at = i
-    if close == "}" then -- a member: its name, ':' and its value
-      local name_end = past_value(s, i)
-      local name = s:sub(i + 1, name_end - 2)
-      at = s:find("%S", s:find(":", name_end, true) + 1)
-      if name == step or name == json_name then found = at end
-    elseif n == step then
-      found = at
-    end
-    n = n + 1
-    i = s:find("%S", past_value(s, at))
-    if i and s:sub(i, i) == "," then i = s:find("%S", i + 1) end
-  end
-  return found and value_offset(s, path, found, k + 1)
-end
-
 -- The failure `text` of pc.listen's rest option ("pc.listen: " left out)
 -- with the -rules file `file` (nil: none) named for its rules: their
 -- errors lead with "rest: http rules: " (an annotation's name its method).
@@ -580,7 +525,7 @@ function M.gateway.run(flags, args)
       -- a google.api.Service's rules are under its "http" member
       local in_service = { "http" }
       for i, step in ipairs(place) do in_service[i + 1] = step end
-      local at = value_offset(http_text, in_service) or value_offset(http_text, place)
+      local at = http_rules.value_offset(http_text, in_service) or http_rules.value_offset(http_text, place)
       fail(located(flags.rules, text, why .. (at and " at offset " .. at or ""), bom))
     end
   end

@@ -421,6 +421,39 @@ describe("protocall gateway", function()
     assert(ok, err)
   end)
 
+  it("prints the REST routes served with -print-routes; its reflection keeps the upstream's annotations", function()
+    local rules = os.tmpname()
+    write(rules, '{"rules": [{"selector": "gw.Library.Calls", "get": "/api/calls",'
+      .. ' "additional_bindings": [{"post": "/api/calls", "body": "*"}]}]}')
+    local gw = G.start_gateway(BIN, upstream.port, "-I spec/fixtures/protos -proto gateway/library.proto -unbound"
+      .. " -print-routes -rules " .. q(rules), nil, true)
+    local ok, err = pcall(function()
+      local code, body = G.request(gw, "/api/calls")
+      assert.are.equal(200, code, body)
+      local log = assert(io.open(gw.log)):read("a")
+      assert.matches("\nprotocall gateway: %d+ REST routes:\n", log)
+      for _, line in ipairs {
+        "  GET /api/calls -> gw.Library.Calls (-rules rule 1)\n",
+        "  POST /api/calls -> gw.Library.Calls (-rules rule 1)\n",
+        "  GET /v1/headers -> gw.Library.Headers (google.api.http of the schema)\n",
+        "  POST /gw.Library/Echo -> gw.Library.Echo (-unbound)\n",
+      } do
+        assert.truthy(log:find(line, 1, true), line .. " not in:\n" .. log)
+      end
+      -- the replaced annotation is not served, nor printed
+      assert.is_nil(log:find("/v1/calls", 1, true), log)
+      -- describe through the gateway's reflection: the upstream's descriptors as they are (the
+      -- annotation -rules replaced), not the rules in force
+      local out = R.capture(BIN .. " describe -plaintext 127.0.0.1:" .. gw.port .. " gw.Library.Calls 2>&1")
+      assert.truthy(out:find('"/v1/calls"', 1, true), out)
+      assert.is_nil(out:find("/api/calls", 1, true), out)
+    end)
+    helper.stop(gw)
+    os.remove(gw.log)
+    os.remove(rules)
+    assert(ok, err)
+  end)
+
   it("lets browser pages of -cors ORIGIN call, and answers reflection from its schema", function()
     local gw = start_gateway(upstream, "-I spec/fixtures/protos -proto gateway/library.proto "
       .. "-cors https://app.example -header X-Req")

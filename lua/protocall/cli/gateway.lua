@@ -26,11 +26,11 @@ local REFRESH_MIN = 1
 M.gateway = {
   summary = "a REST/JSON, gRPC-Web and Connect gateway in front of a gRPC server",
   flags = common.with_connect(common.with_schema { listen = "string", rules = "string", header = "list",
-    validate = "bool", timeout = "number", unbound = "bool", ["listen-cert"] = "string",
+    validate = "bool", timeout = "number", unbound = "bool", ["print-routes"] = "bool", ["listen-cert"] = "string",
     ["listen-key"] = "string", cors = "list", refresh = "number" }),
   usage = "protocall gateway -listen ADDR [-proto FILE ... | -protoset FILE | -refresh SECONDS] [-rules FILE]\n" ..
-          "       [-header NAME ...] [-timeout SECONDS] [-validate] [-unbound] [-cors ORIGIN ...]\n" ..
-          "       [-listen-cert FILE -listen-key FILE] [-plaintext | TLS flags] UPSTREAM",
+          "       [-header NAME ...] [-timeout SECONDS] [-validate] [-unbound] [-print-routes]\n" ..
+          "       [-cors ORIGIN ...] [-listen-cert FILE -listen-key FILE] [-plaintext | TLS flags] UPSTREAM",
   about = "Serves on ADDR (default 127.0.0.1:8080; port 0 picks a free one) the services of\n" ..
           "UPSTREAM (host:port, a URL, dns:, unix: or xds: as `protocall call` takes it):\n" ..
           "REST/JSON requests by the google.api.http annotations of the schema and the\n" ..
@@ -54,7 +54,11 @@ M.gateway = {
           "or *) call it (pc.listen's cors option: preflights and CORS headers on every\n" ..
           "protocol's answers; a preflight allows the REST rules' methods, Authorization,\n" ..
           "the -header names and Grpc-Metadata-*). A client that goes away cancels its\n" ..
-          "upstream call. It serves the reflection service itself, from the schema.\n" ..
+          "upstream call. It serves the reflection service itself, from the schema: the\n" ..
+          "upstream's descriptors as they are, whose google.api.http options (what\n" ..
+          "`protocall describe` shows) -rules may replace; -print-routes prints the REST\n" ..
+          "routes served on stderr (each with its rule's source), at start and whenever a\n" ..
+          "changed schema is served.\n" ..
           "-listen-cert/-listen-key: TLS on ADDR. Prints `listening on HOST:PORT` to stderr\n" ..
           "and serves until stopped.",
   example = "protocall gateway -listen :8080 -plaintext -proto library.proto 127.0.0.1:50051",
@@ -343,6 +347,22 @@ local function reflect(r)
   return { pool = r.pool, services = names, key = concat(key, "\0") }
 end
 
+-- Writes on stderr the REST routes of the transcoder `tc` (pc.listen's
+-- listener.rest), one a line in the order served: the HTTP method, the
+-- template, the method it calls and where its rule comes from (the
+-- -rules file's rule N, the schema's google.api.http option, -unbound).
+local function print_routes(tc)
+  local routes = tc:routes()
+  local out = { format("protocall gateway: %d REST route%s:\n", #routes, #routes == 1 and "" or "s") }
+  for _, r in ipairs(routes) do
+    local from = r.rule and format("-rules rule %d", r.rule) or r.unbound and "-unbound"
+      or "google.api.http of the schema"
+    out[#out + 1] = format("  %s %s -> %s (%s)\n", r.http_method, r.template, r.method, from)
+  end
+  stderr:write(concat(out))
+  stderr:flush()
+end
+
 -- say(line) writes "protocall gateway: LINE" on stderr unless it is the
 -- last line written but for its reconnection backoff's figure; say(nil)
 -- forgets the last line.
@@ -460,6 +480,7 @@ local function refresh_task(flags, transport, listener, got, seconds, rest, firs
         if okS then
           say(nil)
           say(format("the upstream's schema %s: serving it (%s)", got and "changed" or "read", served(new.services)))
+          if flags["print-routes"] then print_routes(listener.rest) end
           got = new
         else
           local why = tostring(err):gsub("^pc%.listen: ", "")
@@ -582,6 +603,7 @@ function M.gateway.run(flags, args)
   stderr:write(format("protocall gateway: listening on %s:%d, forwarding to %s (%s)\n", host,
     listener.port, args[1], unreachable and "the upstream's schema not read yet" or served(services)))
   stderr:flush()
+  if flags["print-routes"] and not unreachable then print_routes(listener.rest) end
   pc.spawn(function() listener:serve() end)
   if unreachable or (refresh or 60) > 0 and got then
     refresh_task(flags, transport, listener, got, refresh or 60, rest, unreachable)

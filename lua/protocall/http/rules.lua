@@ -158,8 +158,9 @@ end
 -- One route of one binding (rule or additional binding) of method `m`;
 -- `n`: the rule's number among those given apart (opts.http), from 1,
 -- which its errors lead with as its reading's errors do (rules_error),
--- else (an annotation) nil.
-local function compile(self, m, rule, nested, n)
+-- and which the route keeps as `rule`; else (an annotation, or with
+-- `unbound` opts.unbound's POST) nil.
+local function compile(self, m, rule, nested, n, unbound)
   local b, why, pattern = binding(rule, nested)
   pattern = b and b.pattern or pattern
   local what = n and format("http rules: rule %d: %s: %s", n, m.full_name, pattern)
@@ -172,7 +173,7 @@ local function compile(self, m, rule, nested, n)
     client_streaming = m.client_streaming, server_streaming = m.server_streaming,
     http_method = http_method, template = path, verb = t.verb, vars = t.vars,
     body = rule.body, response_body = rule.response_body,
-    fully_decode = self.fully_decode, bound = {},
+    fully_decode = self.fully_decode, bound = {}, rule = n, unbound = unbound,
   }
   for _, v in ipairs(t.vars) do
     local fields, err = resolve(cache, pool, m.input, v.path)
@@ -453,7 +454,7 @@ function M.compile(pool, services, opts)
       end
     elseif opts.unbound then
       local _, _, Rule = config_types()
-      local ok, err = compile(self, m, Rule { post = m.path, body = "*" }, false)
+      local ok, err = compile(self, m, Rule { post = m.path, body = "*" }, false, nil, true)
       if not ok then return nil, err end
     end
   end

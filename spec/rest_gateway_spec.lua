@@ -421,6 +421,39 @@ describe("protocall gateway", function()
     assert(ok, err)
   end)
 
+  it("prints the REST routes served with -print-routes; its reflection keeps the upstream's annotations", function()
+    local rules = os.tmpname()
+    write(rules, '{"rules": [{"selector": "gw.Library.Calls", "get": "/api/calls",'
+      .. ' "additional_bindings": [{"post": "/api/calls", "body": "*"}]}]}')
+    local gw = G.start_gateway(BIN, upstream.port, "-I spec/fixtures/protos -proto gateway/library.proto -unbound"
+      .. " -print-routes -rules " .. q(rules), nil, true)
+    local ok, err = pcall(function()
+      local code, body = G.request(gw, "/api/calls")
+      assert.are.equal(200, code, body)
+      local log = assert(io.open(gw.log)):read("a")
+      assert.matches("\nprotocall gateway: %d+ REST routes:\n", log)
+      for _, line in ipairs {
+        "  GET /api/calls -> gw.Library.Calls (-rules rule 1)\n",
+        "  POST /api/calls -> gw.Library.Calls (-rules rule 1)\n",
+        "  GET /v1/headers -> gw.Library.Headers (google.api.http of the schema)\n",
+        "  POST /gw.Library/Echo -> gw.Library.Echo (-unbound)\n",
+      } do
+        assert.truthy(log:find(line, 1, true), line .. " not in:\n" .. log)
+      end
+      -- the replaced annotation is not served, nor printed
+      assert.is_nil(log:find("/v1/calls", 1, true), log)
+      -- describe through the gateway's reflection: the upstream's descriptors as they are (the
+      -- annotation -rules replaced), not the rules in force
+      local out = R.capture(BIN .. " describe -plaintext 127.0.0.1:" .. gw.port .. " gw.Library.Calls 2>&1")
+      assert.truthy(out:find('"/v1/calls"', 1, true), out)
+      assert.is_nil(out:find("/api/calls", 1, true), out)
+    end)
+    helper.stop(gw)
+    os.remove(gw.log)
+    os.remove(rules)
+    assert(ok, err)
+  end)
+
   it("lets browser pages of -cors ORIGIN call, and answers reflection from its schema", function()
     local gw = start_gateway(upstream, "-I spec/fixtures/protos -proto gateway/library.proto "
       .. "-cors https://app.example -header X-Req")
@@ -817,6 +850,27 @@ describe("protocall gateway refusing to start", function()
     } do
       write(rules, text)
       -- the upstream down, no schema flag: the gateway would serve, reading the schema again and again
+      local out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -rules " .. q(rules)
+        .. " 127.0.0.1:1 2>&1; echo status $?")
+      assert.are.equal("protocall gateway: -rules '" .. rules .. "'" .. why .. "\nstatus 1\n", out)
+    end
+    os.remove(rules)
+  end)
+
+  it("exits on google.api.Http's members beside a google.api.Service's http, at the member's line:col", function()
+    local rules = os.tmpname()
+    -- a Service's other members are skipped: these would be, the rules of one shape lost
+    for text, why in pairs {
+      ['{"http": {"rules": [{"selector": "s.S.M", "get": "/a"}]},\n "rules": [{"selector": "s.S.N", "get": "/b"}]}'] =
+        ":2:11: http rules: a top-level 'rules' beside 'http': google.api.Service's rules go under 'http',"
+        .. " google.api.Http's at the top level; give one shape",
+      ['{"rules": [], "name": "x", "http": {}}'] = ":1:11: http rules: a top-level 'rules' beside 'http':"
+        .. " google.api.Service's rules go under 'http', google.api.Http's at the top level; give one shape",
+      ['{"http": {"rules": []}, "fullyDecodeReservedExpansion": true}'] =
+        ":1:57: http rules: a top-level 'fully_decode_reserved_expansion' beside 'http': google.api.Service's"
+        .. " rules go under 'http', google.api.Http's at the top level; give one shape",
+    } do
+      write(rules, text)
       local out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -rules " .. q(rules)
         .. " 127.0.0.1:1 2>&1; echo status $?")
       assert.are.equal("protocall gateway: -rules '" .. rules .. "'" .. why .. "\nstatus 1\n", out)

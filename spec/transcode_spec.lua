@@ -1123,6 +1123,16 @@ describe("rules refused at load", function()
       "http rules: rule 2: $.http.rules[1].get: string expected, got a number at offset 32")
     assert.has_error(function() pc.transcoder(pool, { http = '{"http": 5}' }) end,
       "http rules: $.http: object expected, got a number at offset 9")
+    -- google.api.Http's members beside a Service's http member (which would skip them): refused,
+    -- in JSON at the member's value, in a Lua table too
+    local both = " beside 'http': google.api.Service's rules go under 'http', google.api.Http's at the top level;"
+      .. " give one shape"
+    assert.has_error(function() pc.transcoder(pool, { http = '{"http": {"rules": []}, "rules": [{"selector": '
+      .. '"example.v1.Messaging.Unbound", "get": "/a"}]}' }) end,
+      "http rules: a top-level 'rules'" .. both .. " at offset 33")
+    assert.has_error(function() pc.transcoder(pool, { http = { http = { rules = {} },
+      fully_decode_reserved_expansion = true } }) end,
+      "http rules: a top-level 'fully_decode_reserved_expansion'" .. both)
     assert.has_error(function() pc.transcoder(pool, { nope = 1 }) end,
       "bad argument #2 to 'transcoder' (unknown option 'nope')")
     assert.has_error(function() pc.transcoder(pool, { services = { "x.Nope" } }) end, "no service 'x.Nope' in the pool")

@@ -11,7 +11,7 @@ local reflection = require "protocall.rpc.reflection"
 local http_rules = require "protocall.http.rules"
 
 local ipairs, pairs, pcall, tostring, error, getmetatable = ipairs, pairs, pcall, tostring, error, getmetatable
-local format, concat, sort, upper = string.format, table.concat, table.sort, string.upper
+local format, concat, sort = string.format, table.concat, table.sort
 local stderr, usage_error, fail = common.stderr, common.usage_error, common.fail
 local max, now, forwarding = math.max, sched.now, require("protocall.rpc.server").forwarding
 local metadata_problem = require("protocall.core").metadata_problem
@@ -26,11 +26,11 @@ local REFRESH_MIN = 1
 M.gateway = {
   summary = "a REST/JSON, gRPC-Web and Connect gateway in front of a gRPC server",
   flags = common.with_connect(common.with_schema { listen = "string", rules = "string", header = "list",
-    validate = "bool", timeout = "number", unbound = "bool", ["listen-cert"] = "string",
+    validate = "bool", timeout = "number", unbound = "bool", ["print-routes"] = "bool", ["listen-cert"] = "string",
     ["listen-key"] = "string", cors = "list", refresh = "number" }),
   usage = "protocall gateway -listen ADDR [-proto FILE ... | -protoset FILE | -refresh SECONDS] [-rules FILE]\n" ..
-          "       [-header NAME ...] [-timeout SECONDS] [-validate] [-unbound] [-cors ORIGIN ...]\n" ..
-          "       [-listen-cert FILE -listen-key FILE] [-plaintext | TLS flags] UPSTREAM",
+          "       [-header NAME ...] [-timeout SECONDS] [-validate] [-unbound] [-print-routes]\n" ..
+          "       [-cors ORIGIN ...] [-listen-cert FILE -listen-key FILE] [-plaintext | TLS flags] UPSTREAM",
   about = "Serves on ADDR (default 127.0.0.1:8080; port 0 picks a free one) the services of\n" ..
           "UPSTREAM (host:port, a URL, dns:, unix: or xds: as `protocall call` takes it):\n" ..
           "REST/JSON requests by the google.api.http annotations of the schema and the\n" ..
@@ -54,7 +54,11 @@ M.gateway = {
           "or *) call it (pc.listen's cors option: preflights and CORS headers on every\n" ..
           "protocol's answers; a preflight allows the REST rules' methods, Authorization,\n" ..
           "the -header names and Grpc-Metadata-*). A client that goes away cancels its\n" ..
-          "upstream call. It serves the reflection service itself, from the schema.\n" ..
+          "upstream call. It serves the reflection service itself, from the schema: the\n" ..
+          "upstream's descriptors as they are, whose google.api.http options (what\n" ..
+          "`protocall describe` shows) -rules may replace; -print-routes prints the REST\n" ..
+          "routes served on stderr (each with its rule's source), at start and whenever a\n" ..
+          "changed schema is served.\n" ..
           "-listen-cert/-listen-key: TLS on ADDR. Prints `listening on HOST:PORT` to stderr\n" ..
           "and serves until stopped.",
   example = "protocall gateway -listen :8080 -plaintext -proto library.proto 127.0.0.1:50051",
@@ -343,6 +347,22 @@ local function reflect(r)
   return { pool = r.pool, services = names, key = concat(key, "\0") }
 end
 
+-- Writes on stderr the REST routes of the transcoder `tc` (pc.listen's
+-- listener.rest), one a line in the order served: the HTTP method, the
+-- template, the method it calls and where its rule comes from (the
+-- -rules file's rule N, the schema's google.api.http option, -unbound).
+local function print_routes(tc)
+  local routes = tc:routes()
+  local out = { format("protocall gateway: %d REST route%s:\n", #routes, #routes == 1 and "" or "s") }
+  for _, r in ipairs(routes) do
+    local from = r.rule and format("-rules rule %d", r.rule) or r.unbound and "-unbound"
+      or "google.api.http of the schema"
+    out[#out + 1] = format("  %s %s -> %s (%s)\n", r.http_method, r.template, r.method, from)
+  end
+  stderr:write(concat(out))
+  stderr:flush()
+end
+
 -- say(line) writes "protocall gateway: LINE" on stderr unless it is the
 -- last line written but for its reconnection backoff's figure; say(nil)
 -- forgets the last line.
@@ -373,61 +393,6 @@ local function located(file, text, why, skipped)
   local _, lines = before:gsub("\n", "")
   local col = #before - (before:match("^.*()\n") or 0) + 1
   return format("-rules '%s':%d:%d: %s", file, lines + 1, col, head)
-end
-
--- The index in the JSON text `s` just past the value at index `i`
--- (a JSON text the reader took: nothing here is checked).
-local function past_value(s, i)
-  local depth = 0
-  repeat
-    local c = s:sub(i, i)
-    if c == '"' then
-      i = i + 1
-      repeat
-        local q = s:find('["\\]', i) or #s
-        i = q + (s:sub(q, q) == "\\" and 2 or 1)
-      until s:sub(q, q) ~= "\\"
-    elseif c == "{" or c == "[" or c == "}" or c == "]" then
-      depth = depth + ((c == "{" or c == "[") and 1 or -1)
-      i = i + 1
-    elseif depth > 0 then
-      i = i + 1
-    else
-      i = s:find("[%s,%]}]", i) or #s + 1
-    end
-  until depth == 0 or i > #s
-  return i
-end
-
--- The byte offset (from 0) in the JSON text `s` of the value at `path`
--- ({"rules", 0, "get"}: members by proto or JSON name, the last of a
--- name; array elements from 0), from the value at index `i`; nil when
--- it is not there.
-local function value_offset(s, path, i, k)
-  i, k = s:find("%S", i or 1), k or 1
-  if not i then return nil end
-  local step = path[k]
-  if step == nil then return i - 1 end
-  local open, close = s:sub(i, i), type(step) == "number" and "]" or "}"
-  if open ~= (close == "]" and "[" or "{") then return nil end
-  local json_name = type(step) == "string" and step:gsub("_(%l)", upper)
-  local n, found = 0, nil
-  i = s:find("%S", i + 1)
-  while i and s:sub(i, i) ~= close do
-    local at = i
-    if close == "}" then -- a member: its name, ':' and its value
-      local name_end = past_value(s, i)
-      local name = s:sub(i + 1, name_end - 2)
-      at = s:find("%S", s:find(":", name_end, true) + 1)
-      if name == step or name == json_name then found = at end
-    elseif n == step then
-      found = at
-    end
-    n = n + 1
-    i = s:find("%S", past_value(s, at))
-    if i and s:sub(i, i) == "," then i = s:find("%S", i + 1) end
-  end
-  return found and value_offset(s, path, found, k + 1)
 end
 
 -- The failure `text` of pc.listen's rest option ("pc.listen: " left out)
@@ -515,6 +480,7 @@ local function refresh_task(flags, transport, listener, got, seconds, rest, firs
         if okS then
           say(nil)
           say(format("the upstream's schema %s: serving it (%s)", got and "changed" or "read", served(new.services)))
+          if flags["print-routes"] then print_routes(listener.rest) end
           got = new
         else
           local why = tostring(err):gsub("^pc%.listen: ", "")
@@ -580,7 +546,7 @@ function M.gateway.run(flags, args)
       -- a google.api.Service's rules are under its "http" member
       local in_service = { "http" }
       for i, step in ipairs(place) do in_service[i + 1] = step end
-      local at = value_offset(http_text, in_service) or value_offset(http_text, place)
+      local at = http_rules.value_offset(http_text, in_service) or http_rules.value_offset(http_text, place)
       fail(located(flags.rules, text, why .. (at and " at offset " .. at or ""), bom))
     end
   end
@@ -637,6 +603,7 @@ function M.gateway.run(flags, args)
   stderr:write(format("protocall gateway: listening on %s:%d, forwarding to %s (%s)\n", host,
     listener.port, args[1], unreachable and "the upstream's schema not read yet" or served(services)))
   stderr:flush()
+  if flags["print-routes"] and not unreachable then print_routes(listener.rest) end
   pc.spawn(function() listener:serve() end)
   if unreachable or (refresh or 60) > 0 and got then
     refresh_task(flags, transport, listener, got, refresh or 60, rest, unreachable)

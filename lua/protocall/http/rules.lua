@@ -13,7 +13,7 @@ local template = require "protocall.http.template"
 local shown = template.shown
 
 local type, ipairs, pcall, assert = type, ipairs, pcall, assert
-local format, tostring, setmetatable = string.format, tostring, setmetatable
+local format, tostring, setmetatable, upper = string.format, tostring, setmetatable, string.upper
 local which_oneof, get_extension, has = message.which_oneof, message.get_extension, message.has
 local mipairs = message.ipairs
 
@@ -130,9 +130,9 @@ local function pattern_of(rule)
     if kind:find("[^%w%-!#%$%%&'%*%+%.%^_`|~]") then
       return nil, format("custom kind '%s' is no HTTP method", shown(kind)), label
     end
-    local upper = kind:upper()
-    if STANDARD[upper] and kind ~= upper then
-      return nil, format("custom kind '%s' never matches (methods are case-sensitive: %s)", kind, upper),
+    local standard = kind:upper()
+    if STANDARD[standard] and kind ~= standard then
+      return nil, format("custom kind '%s' never matches (methods are case-sensitive: %s)", kind, standard),
         describe(kind, path)
     end
     return kind, path
@@ -160,8 +160,9 @@ end
 -- One route of one binding (rule or additional binding) of method `m`;
 -- `n`: the rule's number among those given apart (opts.http), from 1,
 -- which its errors lead with as its reading's errors do (rules_error),
--- else (an annotation) nil.
-local function compile(self, m, rule, nested, n)
+-- and which the route keeps as `rule`; else (an annotation, or with
+-- `unbound` opts.unbound's POST) nil.
+local function compile(self, m, rule, nested, n, unbound)
   local b, why, pattern = binding(rule, nested)
   pattern = b and b.pattern or pattern
   local what = n and format("http rules: rule %d: %s: %s", n, m.full_name, pattern)
@@ -174,7 +175,7 @@ local function compile(self, m, rule, nested, n)
     client_streaming = m.client_streaming, server_streaming = m.server_streaming,
     http_method = http_method, template = path, verb = t.verb, vars = t.vars,
     body = rule.body, response_body = rule.response_body,
-    fully_decode = self.fully_decode, bound = {},
+    fully_decode = self.fully_decode, bound = {}, rule = n, unbound = unbound,
   }
   for _, v in ipairs(t.vars) do
     local fields, err = resolve(cache, pool, m.input, v.path)
@@ -256,10 +257,69 @@ local function annotations(pool, wanted)
   return rules
 end
 
+-- The index in the JSON text `s` just past the value at index `i`
+-- (a JSON text the reader took: nothing here is checked).
+local function past_value(s, i)
+  local depth = 0
+  repeat
+    local c = s:sub(i, i)
+    if c == '"' then
+      i = i + 1
+      repeat
+        local q = s:find('["\\]', i) or #s
+        i = q + (s:sub(q, q) == "\\" and 2 or 1)
+      until s:sub(q, q) ~= "\\"
+    elseif c == "{" or c == "[" or c == "}" or c == "]" then
+      depth = depth + ((c == "{" or c == "[") and 1 or -1)
+      i = i + 1
+    elseif depth > 0 then
+      i = i + 1
+    else
+      i = s:find("[%s,%]}]", i) or #s + 1
+    end
+  until depth == 0 or i > #s
+  return i
+end
+
+-- The byte offset (from 0) in the JSON text `s` of the value at `path`
+-- ({"rules", 0, "get"}: members by proto or JSON name, the last of a
+-- name; array elements from 0), from the value at index `i`; nil when
+-- it is not there.
+local function value_offset(s, path, i, k)
+  i, k = s:find("%S", i or 1), k or 1
+  if not i then return nil end
+  local step = path[k]
+  if step == nil then return i - 1 end
+  local open, close = s:sub(i, i), type(step) == "number" and "]" or "}"
+  if open ~= (close == "]" and "[" or "{") then return nil end
+  local json_name = type(step) == "string" and step:gsub("_(%l)", upper)
+  local n, found = 0, nil
+  i = s:find("%S", i + 1)
+  while i and s:sub(i, i) ~= close do
+    local at = i
+    if close == "}" then -- a member: its name, ':' and its value
+      local name_end = past_value(s, i)
+      local name = s:sub(i + 1, name_end - 2)
+      at = s:find("%S", s:find(":", name_end, true) + 1)
+      if name == step or name == json_name then found = at end
+    elseif n == step then
+      found = at
+    end
+    n = n + 1
+    i = s:find("%S", past_value(s, at))
+    if i and s:sub(i, i) == "," then i = s:find("%S", i + 1) end
+  end
+  return found and value_offset(s, path, found, k + 1)
+end
+-- (the gateway finds a -rules file's wrong binding with it)
+M.value_offset = value_offset
+
 -- The rules given apart from the schema as a google.api.Http message:
 -- `http` is a Lua table of its shape or of google.api.Service's (the
 -- rules under an `http` key), or JSON text of either (a Service's other
--- members are skipped).
+-- members are skipped, but for google.api.Http's own, `rules` or
+-- `fully_decode_reserved_expansion`, beside `http`: refused, as neither
+-- shape is then clear).
 -- "http rules: " and the error `err` of reading them, a rule's error
 -- led by "rule N: ", N counted from 1 as the selector's error counts
 -- (M.compile): the JSON reader's path counts from 0 ("rule 2:
@@ -273,11 +333,29 @@ local function rules_error(err)
   return "http rules: " .. err
 end
 
+-- The members of google.api.Http, by proto name, which beside a
+-- google.api.Service's `http` would be skipped (as a Service's other
+-- members are): refused instead.
+local HTTP_MEMBERS = { "rules", "fully_decode_reserved_expansion" }
+
+-- What is wrong with the member `name` of google.api.Http given at the
+-- top level beside `http`.
+local function both_shapes(name)
+  return format("http rules: a top-level '%s' beside 'http': google.api.Service's rules go under 'http',"
+    .. " google.api.Http's at the top level; give one shape", name)
+end
+
 local function http_config(http)
   local Http, Service = config_types()
   if type(http) == "string" then
     local svc, serr = json.from_json(Service, http, { ignore_unknown = true })
-    if svc and has(svc, "http") then return svc.http end
+    if svc and has(svc, "http") then
+      for _, name in ipairs(HTTP_MEMBERS) do
+        local at = value_offset(http, { name })
+        if at then return nil, format("%s at offset %d", both_shapes(name), at) end
+      end
+      return svc.http
+    end
     -- (a google.api.Service whose http member does not read: its own error)
     if not svc and serr:find("^%$%.http[.:]") then return nil, rules_error(serr) end
     local m, err = json.from_json(Http, http)
@@ -285,7 +363,12 @@ local function http_config(http)
     return m
   end
   if type(http) ~= "table" then return nil, "http rules: table or JSON text expected, got " .. type(http) end
-  if http.http ~= nil then http = http.http end
+  if http.http ~= nil then
+    for _, name in ipairs(HTTP_MEMBERS) do
+      if http[name] ~= nil then return nil, both_shapes(name) end
+    end
+    http = http.http
+  end
   local ok, m = pcall(Http, http)
   if not ok then return nil, rules_error((tostring(m):gsub("^[^:\n]*:%d+: ", ""))) end
   return m
@@ -373,7 +456,7 @@ function M.compile(pool, services, opts)
       end
     elseif opts.unbound then
       local _, _, Rule = config_types()
-      local ok, err = compile(self, m, Rule { post = m.path, body = "*" }, false)
+      local ok, err = compile(self, m, Rule { post = m.path, body = "*" }, false, nil, true)
       if not ok then return nil, err end
     end
   end

@@ -343,7 +343,9 @@ end
 -- "/pkg.Service/Method", input = Type, output = Type, client_streaming,
 -- server_streaming, http_method = "GET", template = "/v1/{name=x/*}",
 -- body = "" | "*" | field, response_body = "" | field, timeout = seconds
--- or nil (the `timeout`/`timeouts` options)}.
+-- or nil (the `timeout`/`timeouts` options), rule = the number (from 1) of
+-- the rule of the `http` option it comes from, nil for an annotation's,
+-- unbound = true for the `unbound` option's}.
 function Transcoder:routes() return self.set.routes end
 
 --- seconds | nil = tc:timeout(route, header_timeout): the timeout of a

@@ -358,9 +358,7 @@ local function run_call(self, call)
           .. ": a bidirectional handler answers with ctx.send and returns nothing")
       elseif ok and not info.server_streaming then
         ok, result = pcall(function()
-          if result == nil then
-            error(status("INTERNAL", info.full_name .. ": handler returned no response"), 0)
-          end
+          if result == nil then rpc_server.no_response(info) end
           call:send(response_wire(info, response_of(info, result), json))
         end)
       elseif ok then

@@ -609,7 +609,9 @@ end
 -- So is a response a handler returned or sent that is none of the
 -- method's (INTERNAL "t.S.Get response: t.Resp or a table expected, got
 -- string" to the client, that text and the traceback where it was checked
--- logged).
+-- logged), and none at all (nil) from a handler whose method has a
+-- response (INTERNAL "t.S.Get: handler returned no response", logged as
+-- well).
 -- Serve with `listener:serve()`.
 function M.listen(server, address, opts)
   if not is_server(server) then

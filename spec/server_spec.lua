@@ -265,9 +265,9 @@ describe("pc.listen", function()
     -- a deliberate status is the client's whole, and not logged
     local e
     with_server({ log = function(text) logged[#logged + 1] = text end }, function(stub)
-      e = raised(function() stub:Add { note = "nil" } end)
+      e = raised(function() stub:Add { note = "fail" } end)
     end)
-    assert.equals("INTERNAL", e.code)
+    assert.equals("FAILED_PRECONDITION", e.code)
     assert.equals(3, #logged)
   end)
 
@@ -288,10 +288,16 @@ describe("pc.listen", function()
     assert.matches("^srv%.Calc%.Add response: .*nope.*\nstack traceback:\n", logged[2])
   end)
 
-  it("fails a unary handler that returns nothing with INTERNAL", function()
-    with_server(nil, function(stub)
-      assert.equals("INTERNAL", raised(function() stub:Add { note = "nil" } end).code)
+  it("fails a unary handler that returns nothing with INTERNAL, and logs it", function()
+    -- (it was answered and not logged, unlike a response of the wrong kind)
+    local logged = {}
+    with_server({ log = function(text) logged[#logged + 1] = text end }, function(stub)
+      local e = raised(function() stub:Add { note = "nil" } end)
+      assert.equals("INTERNAL", e.code)
+      assert.equals("srv.Calc.Add: handler returned no response", e.message)
     end)
+    assert.equals(1, #logged)
+    assert.matches("^srv%.Calc%.Add: handler returned no response\nstack traceback:\n", logged[1])
   end)
 
   it("answers an unknown method UNIMPLEMENTED", function()

@@ -17,6 +17,7 @@ service Calc { rpc Add(Point) returns (Point); }
 ]], { name = "web/calc.proto" }))
 local server = pc.server({ ["web.Calc"] = { Add = function(p)
   if p.x == 13 then local t = ({})[p.x]; return t.x end -- a bug: a runtime error
+  if p.x == 15 then return nil end -- a bug: no response
   if p.x == 14 then error(setmetatable({}, { __tostring = function() error("no words") end })) end
   return { x = p.x + p.y }
 end } }, { pool = pool })
@@ -177,6 +178,22 @@ describe("pc.listen, a handler's runtime error", function()
     end, opts(logged))
     assert.equals(2, #logged)
     assert.matches("spec/server_web_spec.lua:19: attempt to index", logged[2], 1, true)
+  end)
+
+  it("is INTERNAL when it returned no response, over Connect and REST, each logged", function()
+    local logged = {}
+    serving(function(port)
+      local status, _, body = curl(port, "/web.Calc/Add", "application/json", 2, '{"x":15}')
+      assert.equals("500", status)
+      assert.equals('{"code":"internal","message":"web.Calc.Add: handler returned no response"}', body)
+      status, _, body = curl(port, "/v1/add", "application/json", 2, '{"x":15}')
+      assert.equals("500", status)
+      assert.equals('{"code":13,"message":"web.Calc.Add: handler returned no response","details":[]}', body)
+    end, opts(logged))
+    assert.equals(2, #logged)
+    for _, text in ipairs(logged) do
+      assert.matches("^web%.Calc%.Add: handler returned no response\nstack traceback:\n", text)
+    end
   end)
 end)
 

@@ -417,6 +417,58 @@ describe("Connect GET served by pc.listen", function()
       end
     end)
   end)
+
+  for _, version in ipairs { "--http1.1", "--http2-prior-knowledge" } do
+    it("answers HEAD as GET, with the head alone (" .. version .. ")", function()
+      -- (it was 415 without REST and 404 with it; a body over HTTP/2 has
+      -- curl reset the stream)
+      for _, opts in ipairs { false, { rest = true } } do
+        serving(opts or nil, function(port)
+          local url = "'http://127.0.0.1:" .. port .. "/web.Calc/"
+          local get = curl(version .. " " .. url .. "Mul?connect=v1&encoding=json&" .. JSON .. "'")
+          local a = curl(version .. " -I " .. url .. "Mul?connect=v1&encoding=json&" .. JSON .. "'")
+          assert.matches("^HTTP/[%d.]+ 200", a)
+          assert.are.equal("application/json", header(a, "content-type"))
+          assert.are.equal("14", header(get:lower(), "content-length"))
+          assert.are.equal("14", header(a:lower(), "content-length"))
+          assert.is_true(ends(a, "\n\n"), a)
+          -- a bad query: the GET's 400 head
+          a = curl(version .. " -I " .. url .. "Mul?connect=v1&encoding=xml&" .. JSON .. "'")
+          assert.matches("^HTTP/[%d.]+ 400", a)
+          assert.are.equal("application/json", header(a, "content-type"))
+          assert.is_true(ends(a, "\n\n"), a)
+          -- a method with side effects, a stream: the GET's 405
+          for _, method in ipairs { "Add", "Count" } do
+            a = curl(version .. " -I " .. url .. method .. "?connect=v1&encoding=json&" .. JSON .. "'")
+            assert.matches("^HTTP/[%d.]+ 405", a)
+            assert.are.equal("POST", header(a, "allow"))
+          end
+        end)
+      end
+    end)
+  end
+
+  it("refuses gRPC-Web, Connect streaming and gRPC by any method but POST: 405 Allow: POST", function()
+    -- (HEAD and PUT ran the handler with no request, answered UNIMPLEMENTED
+    -- in a 200; GET was a Connect GET without REST, a 400)
+    for _, opts in ipairs { false, { rest = true } } do
+      serving(opts or nil, function(port)
+        for _, version in ipairs { "--http1.1", "--http2-prior-knowledge" } do
+          -- (gRPC over HTTP/1.1 is 505, whatever its method)
+          local types = { "application/grpc-web+proto", "application/grpc-web-text", "application/connect+json" }
+          if version ~= "--http1.1" then types[#types + 1] = "application/grpc" end
+          for _, ct in ipairs(types) do
+            for _, method in ipairs { "-I", "-X GET", "-X PUT" } do
+              local a = curl(version .. " " .. method .. " -H 'content-type: " .. ct .. "' 'http://127.0.0.1:"
+                .. port .. "/web.Calc/Mul'")
+              assert.matches("^HTTP/[%d.]+ 405", a)
+              assert.are.equal("POST", header(a, "allow"))
+            end
+          end
+        end
+      end)
+    end
+  end)
 end)
 
 describe("gRPC-Web bodies that are no envelopes, served by pc.listen", function()

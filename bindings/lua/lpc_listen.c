@@ -250,7 +250,7 @@ static int lpc_scall_protocol(lua_State *L) {
 }
 
 /* -- call:http_method() -> the request's :method ("POST"; "GET" for a
- * Connect GET or a REST request, ...) */
+ * Connect GET or a REST request, "HEAD" for their HEAD, ...) */
 static int lpc_scall_http_method(lua_State *L) {
   lua_pushstring(L, pc_GrpcServerCall_HttpMethod(check_call(L)));
   return 1;

@@ -462,6 +462,11 @@ static int submit_unary(pc_GrpcServerCall *s) {
   h[n++] = PC_GRPC_NV("content-length", length);
   s->submitted = 1;
   s->gzip_declared = s->gzip_out;
+  /* a HEAD's answer is the GET's head, its length with it (RFC 9110 9.3.2) */
+  if (s->method && strcmp(s->method, "HEAD") == 0) {
+    pc_GrpcOutbox_Clear(&s->out);
+    return nghttp2_submit_response(s->c->h2.session, s->id, h, n, NULL) == 0;
+  }
   nghttp2_data_provider prd = pc_GrpcSession_Body();
   return nghttp2_submit_response(s->c->h2.session, s->id, h, n, &prd) == 0;
 }
@@ -879,9 +884,13 @@ static int get_message(pc_GrpcServerCall *s) {
 static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
   const char *ct = s->content_type;
   size_t ctn = ct ? strlen(ct) : 0;
-  /* A GET is Connect's unless REST is on and its query has no connect=v1 */
-  int get = s->method != NULL && strcmp(s->method, "GET") == 0 &&
-            (!c->plain_http || connect_query(s->path));
+  /* A GET is Connect's when its query has connect=v1, or else unless REST
+   * is on or its content type is another protocol's (405 below); a HEAD
+   * is read as its GET, answered with the head alone (submit_unary) */
+  int get =
+      s->method != NULL && (strcmp(s->method, "GET") == 0 || strcmp(s->method, "HEAD") == 0) &&
+      (connect_query(s->path) ||
+       (!c->plain_http && pc_Web_Classify(s->method, ct, ctn, &s->codec) == kPc_WebProtocol_None));
   if (c->cors && s->preflight && s->method && strcmp(s->method, "OPTIONS") == 0) {
     answer_preflight(s);
     return;
@@ -911,6 +920,13 @@ static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
     s->finished = s->cancelled = 1;
     s->submitted = 1;
     nghttp2_submit_response(c->h2.session, s->id, h, n, NULL);
+    return;
+  }
+  /* gRPC, gRPC-Web and Connect streaming take POST alone (a GET or HEAD
+   * of Connect unary is a Connect GET): 405, as connect-go answers; a
+   * HEAD's answer has no body, which their responses would carry */
+  if (!get && s->proto != kPc_WebProtocol_Http && s->method && strcmp(s->method, "POST") != 0) {
+    pc_GrpcServerCall_NotAllowed(s, "POST");
     return;
   }
   if (s->path == NULL) s->path = "";

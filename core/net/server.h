@@ -186,8 +186,11 @@ int pc_GrpcServerCall_HttpVersion(const pc_GrpcServerCall *s);
 
 /* The request's HTTP method ("POST"; "GET" for a Connect GET, whose query
  * the engine read into the request message: web_http.h, or for a plain
- * HTTP call; a GET is Connect's unless the listener has plain_http and
- * its query lacks connect=v1). A driver
+ * HTTP call; a GET is Connect's when its query has connect=v1, or else
+ * unless the listener has plain_http or its content type is gRPC's,
+ * gRPC-Web's or Connect streaming's; "HEAD" for a Connect GET's HEAD, read
+ * as the GET and answered with its head alone; the engine answers 405
+ * "Allow: POST" to any other method of those protocols). A driver
  * refuses a GET of a method with side effects by
  * pc_GrpcServerCall_NotAllowed, as connect-go does. */
 const char *pc_GrpcServerCall_HttpMethod(const pc_GrpcServerCall *s);

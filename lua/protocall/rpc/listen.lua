@@ -309,10 +309,11 @@ local function run_call(self, call)
     -- HTTP/1.1 is half-duplex: a client coded for a full-duplex stream
     -- would wait for answers that come only after its request ends.
     call:finish(codes.UNIMPLEMENTED, entry.info.full_name .. ": bidi streams require HTTP/2")
-  elseif call:http_method() == "GET" and (entry.info.idempotency_level ~= "NO_SIDE_EFFECTS"
+  elseif call:http_method() ~= "POST" and (entry.info.idempotency_level ~= "NO_SIDE_EFFECTS"
       or entry.info.client_streaming or entry.info.server_streaming) then
-    -- Connect GET: only for unary methods with no side effects; connect-go
-    -- answers the others 405 "Allow: POST"
+    -- Connect GET (or its HEAD: the engine answers other protocols'
+    -- other methods itself): only for unary methods with no side
+    -- effects; connect-go answers the others 405 "Allow: POST"
     call:not_allowed()
   elseif (entry.info.client_streaming or entry.info.server_streaming) and call:protocol() == "connect"
       and not lower(call:content_type() or ""):find("^%s*application/connect%+") then
@@ -358,9 +359,7 @@ local function run_call(self, call)
           .. ": a bidirectional handler answers with ctx.send and returns nothing")
       elseif ok and not info.server_streaming then
         ok, result = pcall(function()
-          if result == nil then
-            error(status("INTERNAL", info.full_name .. ": handler returned no response"), 0)
-          end
+          if result == nil then rpc_server.no_response(info) end
           call:send(response_wire(info, response_of(info, result), json))
         end)
       elseif ok then
@@ -565,9 +564,12 @@ end
 -- [&base64=1][&compression=gzip]`) is served for unary methods marked
 -- `option idempotency_level = NO_SIDE_EFFECTS` (any other: HTTP 405
 -- "Allow: POST", as connect-go; a bad query: Connect's error JSON,
--- invalid_argument). `opts.cors` (off by default) lets browser pages of
--- other origins call: {origins = {"https://app.example", ...} (exact
--- scheme://host[:port] strings, or "*" for any), headers = {names} (more
+-- invalid_argument), its HEAD as the GET with the head alone; gRPC,
+-- gRPC-Web and Connect streaming requests by any HTTP method but POST
+-- are HTTP 405 "Allow: POST".
+-- `opts.cors` (off by default) lets browser pages of other origins call:
+-- {origins = {"https://app.example", ...} (exact scheme://host[:port]
+-- strings, or "*" for any), headers = {names} (more
 -- request headers allowed: your metadata), expose = {names} (more
 -- response headers a script may read), max_age = seconds (0..31536000;
 -- default 7200), credentials = boolean (Access-Control-Allow-Credentials;
@@ -607,7 +609,9 @@ end
 -- So is a response a handler returned or sent that is none of the
 -- method's (INTERNAL "t.S.Get response: t.Resp or a table expected, got
 -- string" to the client, that text and the traceback where it was checked
--- logged).
+-- logged), and none at all (nil) from a handler whose method has a
+-- response (INTERNAL "t.S.Get: handler returned no response", logged as
+-- well).
 -- Serve with `listener:serve()`.
 function M.listen(server, address, opts)
   if not is_server(server) then

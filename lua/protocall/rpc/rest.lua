@@ -247,7 +247,7 @@ function M.serve(self, call)
     end)
   elseif ok then
     ok, result = pcall(function()
-      if result == nil then error(status("INTERNAL", info.full_name .. ": handler returned no response"), 0) end
+      if result == nil then rpc_server.no_response(info) end
       local m = response_of(info, result)
       local text, ct = tc:response(route, m)
       local h = { { "content-type", ct }, { "content-length", tostring(#text) } }

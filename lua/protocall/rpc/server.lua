@@ -262,6 +262,14 @@ function M.handler_bug(text)
   return err
 end
 
+--- no_response(info): raises the INTERNAL pc.Error (handler_bug, logged
+-- as the others) of a handler of method `info`, unary or
+-- client-streaming, that returned no response (nil), in every placement
+-- that logs.
+function M.no_response(info)
+  error(M.handler_bug(info.full_name .. ": handler returned no response"), 0)
+end
+
 --- resp = response_of(info, value): a handler's response as a message of
 -- the output type of method `info`, or raises an INTERNAL pc.Error
 -- (handler_bug: "t.S.Get response: t.Resp or a table expected, got

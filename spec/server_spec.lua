@@ -83,6 +83,7 @@ local handlers = {
     while true do
       local p = ctx:recv()
       if p == nil then return end
+      if p.x == 99 then return { x = 1 } end -- a bug: a bidirectional handler answers with ctx.send
       ctx.send { x = p.x * 2 }
     end
   end,
@@ -298,6 +299,21 @@ describe("pc.listen", function()
     end)
     assert.equals(1, #logged)
     assert.matches("^srv%.Calc%.Add: handler returned no response\nstack traceback:\n", logged[1])
+  end)
+
+  it("fails a bidirectional handler that returns a value with INTERNAL, and logs it", function()
+    local logged = {}
+    with_server({ log = function(text) logged[#logged + 1] = text end }, function(stub)
+      local c = stub:Double()
+      c:send { x = 99 }
+      c:close_send()
+      local e = raised(function() c:recv() end)
+      assert.equals("INTERNAL", e.code)
+      assert.equals("srv.Calc.Double: a bidirectional handler answers with ctx.send and returns nothing", e.message)
+    end)
+    assert.equals(1, #logged)
+    assert.matches("^srv%.Calc%.Double: a bidirectional handler answers with ctx%.send and returns nothing\n"
+      .. "stack traceback:\n", logged[1])
   end)
 
   it("answers an unknown method UNIMPLEMENTED", function()

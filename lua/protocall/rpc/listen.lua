@@ -355,7 +355,7 @@ local function run_call(self, call)
     else
       local ok, result, trace = rpc_server.invoke(entry, info, req, ctx, false, self.core, call)
       if ok and info.client_streaming and info.server_streaming and result ~= nil then
-        ok, result = false, status("INTERNAL", info.full_name
+        ok, result = false, rpc_server.handler_bug(info.full_name
           .. ": a bidirectional handler answers with ctx.send and returns nothing")
       elseif ok and not info.server_streaming then
         ok, result = pcall(function()

@@ -161,7 +161,7 @@ describe("core.open_fifo", function()
     assert.are.equal("hi", core.read_ready(f, nil, 30))
     assert.is_nil(core.read_ready(f, nil, 30))
     f:close()
-    for _, bad in ipairs { -1, 0 / 0 } do
+    for _, bad in ipairs { -1, 0 / 0, {}, "x" } do
       assert.has_error(function() core.read_ready(0, nil, bad) end,
         "bad argument #3 to 'read_ready' (seconds >= 0 expected)")
     end

@@ -1119,8 +1119,9 @@ static int lpc_read_ready(lua_State *L) {
     if (!isint || max < 1 || max > (lua_Integer)16 * 1024 * 1024)
       lpc_arg_error(L, 2, "read_ready", "1 to 16777216 bytes expected");
   }
-  lua_Number wait = luaL_optnumber(L, 3, 0);
-  if (!(wait >= 0)) lpc_arg_error(L, 3, "read_ready", "seconds >= 0 expected");
+  int isnum = 1;
+  lua_Number wait = lua_isnoneornil(L, 3) ? 0 : lua_tonumberx(L, 3, &isnum);
+  if (!isnum || !(wait >= 0)) lpc_arg_error(L, 3, "read_ready", "seconds >= 0 expected");
   struct pollfd p = {.fd = fd, .events = POLLIN};
   int r = poll(&p, 1, wait >= INT_MAX / 1000 ? -1 : (int)ceil(wait * 1000));
   if (r == 0 || (r < 0 && errno == EINTR)) {

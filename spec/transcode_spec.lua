@@ -1092,6 +1092,10 @@ describe("rules refused at load", function()
         "http rules: rule 1: example.v1.Messaging.Unbound: GET " .. template:gsub("%c", "?") .. ": bad template: "
           .. why)
     end
+    -- (a cut never splits a UTF-8 character: 79 bytes and "..." before a 2-byte one at 80)
+    local accented = ("s"):rep(79) .. ("\195\169"):rep(20)
+    assert.has_error(function() pc.transcoder(pool, { http = { rules = { { selector = accented, get = "/" } } } }) end,
+      "http rules: rule 1: selector '" .. ("s"):rep(79) .. "...' names no method of the services")
     local kind = ("K"):rep(100)
     local custom = { selector = "example.v1.Messaging.Unbound", custom = { kind = kind, path = "/a" }, body = long }
     assert.has_error(function() pc.transcoder(pool, { http = { rules = { custom } } }) end, "http rules: rule 1: "

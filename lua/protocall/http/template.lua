@@ -42,10 +42,14 @@ end
 M.decode = decode
 
 --- s = shown(text): user text (a selector, a template's part) as an error
--- quotes it: its first 80 bytes, then "..." when there is more, control
--- characters as "?", so that a huge one makes a short line.
+-- quotes it: its first 80 bytes (fewer when the 81st continues a UTF-8
+-- sequence: the cut never splits a character), then "..." when there is
+-- more, control characters as "?", so that a huge one makes a short line.
 local function shown(text)
-  return ((#text > 80 and text:sub(1, 80) .. "..." or text):gsub("%c", "?"))
+  if #text <= 80 then return (text:gsub("%c", "?")) end
+  local n = 80
+  while n > 77 and text:byte(n + 1) >= 0x80 and text:byte(n + 1) < 0xC0 do n = n - 1 end
+  return (text:sub(1, n):gsub("%c", "?") .. "...")
 end
 M.shown = shown
 

@@ -1392,6 +1392,24 @@ describe("messages", function()
       assert.are.equal(Shape(), s)
     end)
 
+    -- (LuaJIT's stack holds at most 8000 values: pc.clear once reserved a
+    -- slot per field, and keeps one per container only while they fit)
+    it("pc.clear clears a message of 9000 fields, scalar or repeated", function()
+      for _, rep in ipairs({ false, true }) do
+        local fields = {}
+        for i = 1, 9000 do fields[i] = { "f" .. i, "int32", i, repeated = rep or nil } end
+        local T = pc.pool():message("t.Big", fields)
+        local m = T { f1 = rep and { 1 } or 1, f9000 = rep and { 2, 3 } or 2 }
+        local kept = rep and m.f9000
+        pc.clear(m)
+        assert.are.equal("", pc.encode(m))
+        if rep then
+          assert.is_true(rawequal(kept, m.f9000))
+          assert.are.equal(0, #kept)
+        end
+      end
+    end)
+
     it("pc.type_of gives the Type", function()
       assert.are.equal(Point, pc.type_of(Point()))
       assert.is_nil(pc.type_of({}))

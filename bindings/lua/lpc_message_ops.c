@@ -117,17 +117,24 @@ static int has_container(const pc_FieldDef *f) {
  * the extensions of the message object at 1. What can raise (a user value
  * replaced through the debug library: the anchor, a kept container) does
  * before anything is cleared: the anchor and every container are pushed
- * first (lpc_clear_field). */
+ * first (lpc_clear_field). With more containers than the stack can hold
+ * (LuaJIT's is the smaller), each is pushed once to raise first, then
+ * again by lpc_clear_field as it clears it. */
 static void clear_all(lua_State *L, pc_Message *msg, const pc_MessageDef *def) {
   lua_settop(L, 1);
   int a = lpc_push_anchor(L, 1);
-  luaL_checkstack(L, (int)def->field_count, NULL);
-  for (uint32_t i = 0; i < def->field_count; i++)
-    if (has_container(&def->fields[i])) lpc_push_container(L, 1, msg, &def->fields[i]);
+  int containers = 0;
+  for (uint32_t i = 0; i < def->field_count; i++) containers += has_container(&def->fields[i]);
+  int kept = lua_checkstack(L, containers + LUA_MINSTACK);
+  for (uint32_t i = 0; i < def->field_count; i++) {
+    if (!has_container(&def->fields[i])) continue;
+    lpc_push_container(L, 1, msg, &def->fields[i]);
+    if (!kept) lua_pop(L, 1);
+  }
   int c = a;
   for (uint32_t i = 0; i < def->field_count; i++) {
     const pc_FieldDef *f = &def->fields[i];
-    lpc_clear_field(L, 1, a, has_container(f) ? ++c : 0, msg, f);
+    lpc_clear_field(L, 1, a, has_container(f) && kept ? ++c : 0, msg, f);
   }
   size_t n;
   const pc_Extension *e = pc_Message_Extensions(msg, &n);

@@ -1392,6 +1392,24 @@ describe("messages", function()
       assert.are.equal(Shape(), s)
     end)
 
+    -- (LuaJIT's stack holds at most 8000 values: pc.clear once reserved a
+    -- slot per field, and keeps one per container only while they fit)
+    it("pc.clear clears a message of 9000 fields, scalar or repeated", function()
+      for _, rep in ipairs({ false, true }) do
+        local fields = {}
+        for i = 1, 9000 do fields[i] = { "f" .. i, "int32", i, repeated = rep or nil } end
+        local T = pc.pool():message("t.Big", fields)
+        local m = T { f1 = rep and { 1 } or 1, f9000 = rep and { 2, 3 } or 2 }
+        local kept = rep and m.f9000
+        pc.clear(m)
+        assert.are.equal("", pc.encode(m))
+        if rep then
+          assert.is_true(rawequal(kept, m.f9000))
+          assert.are.equal(0, #kept)
+        end
+      end
+    end)
+
     it("pc.type_of gives the Type", function()
       assert.are.equal(Point, pc.type_of(Point()))
       assert.is_nil(pc.type_of({}))
@@ -1516,6 +1534,88 @@ describe("messages", function()
       assert.are.equal(5, a.next.next.p.y)
       assert.is_true(rawequal(keep, a.next.next.p)) -- merged into, not replaced
       assert.are.same({ next = { p = { x = 2 }, next = { p = { x = 3, y = 5 } } } }, pc.to_table(a))
+    end)
+
+    -- (merge_sub's levels: each pushes three values; they once wrote past
+    -- a coroutine's stack, corrupting the heap, ~15 levels down)
+    it("pc.merge merges chains 200 levels deep into each other in a coroutine", function()
+      local function chain(levels)
+        local m = Shape { p = { x = 1 } }
+        for i = 1, levels do m = Shape { next = m, p = { y = i } } end
+        return m
+      end
+      local a, b = chain(200), chain(200)
+      b.next.p.x = 7
+      coroutine.wrap(function() pc.merge(a, b) end)()
+      assert.are.same({ x = 7, y = 199 }, pc.to_table(a.next.p))
+      assert.are.equal(pc.encode(b), pc.encode(a))
+    end)
+
+    -- A finalizer run by an allocation inside pc.merge changes its source or
+    -- its destination: what the merge reads then is what the finalizer left
+    -- (the walk of the source once grew a userdata, whose allocation ran one
+    -- that unset a field the walk read next: a NULL dereference).
+    local function finalizer(fn)
+      if newproxy then
+        local p = newproxy(true)
+        getmetatable(p).__gc = fn
+      else
+        setmetatable({}, { __gc = fn })
+      end
+    end
+    local function chain(levels)
+      local m = Shape { p = { x = 1 } }
+      for _ = 1, levels do m = Shape { next = m } end
+      return m
+    end
+    local function under(m, levels) for _ = 1, levels do m = m.next end return m end
+    -- (a step of 'mul' at each allocation; nil: the defaults)
+    local function collect_often(mul)
+      if jit then
+        collectgarbage("setpause", mul and 0 or 200)
+        collectgarbage("setstepmul", mul or 200)
+      else
+        collectgarbage("incremental", mul and 0 or 200, mul or 100, mul and 0 or 13)
+      end
+    end
+
+    it("pc.merge with finalizers unsetting a field of the source meanwhile", function()
+      local victim
+      local inmerge, ran = false, 0
+      collect_often(100)
+      for trial = 1, 1000 do
+        local d, s = chain(12), chain(12)
+        victim = under(s, 8)
+        for _ = 1, trial % 7 do
+          finalizer(function() if inmerge and victim then ran = ran + 1; victim.next = nil; victim = nil end end)
+        end
+        inmerge = true
+        pc.merge(d, s)
+        inmerge = false
+        assert.are.equal(1, under(d, 12).p.x)
+      end
+      collect_often()
+      assert.is_true(ran > 0)
+    end)
+
+    -- (chains 120 deep: the merge's levels once also wrote past the stack)
+    it("pc.merge with finalizers detaching part of the destination meanwhile", function()
+      local victim
+      local inmerge, ran = false, 0
+      collect_often(1000)
+      for trial = 1, 300 do
+        local d, s = chain(120), chain(120)
+        victim = under(d, 10)
+        for _ = 1, trial % 7 do
+          finalizer(function() if inmerge and victim then ran = ran + 1; victim.next = nil; victim = nil end end)
+        end
+        inmerge = true
+        pc.merge(d, s)
+        inmerge = false
+        assert.are.equal(1, under(s, 120).p.x)
+      end
+      collect_often()
+      assert.is_true(ran > 0)
     end)
 
     it("== compares by value", function()

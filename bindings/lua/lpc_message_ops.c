@@ -12,6 +12,8 @@
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 static char kTypeKey;   /* metatable field: the Type */
@@ -115,17 +117,24 @@ static int has_container(const pc_FieldDef *f) {
  * the extensions of the message object at 1. What can raise (a user value
  * replaced through the debug library: the anchor, a kept container) does
  * before anything is cleared: the anchor and every container are pushed
- * first (lpc_clear_field). */
+ * first (lpc_clear_field). With more containers than the stack can hold
+ * (LuaJIT's is the smaller), each is pushed once to raise first, then
+ * again by lpc_clear_field as it clears it. */
 static void clear_all(lua_State *L, pc_Message *msg, const pc_MessageDef *def) {
   lua_settop(L, 1);
   int a = lpc_push_anchor(L, 1);
-  luaL_checkstack(L, (int)def->field_count, NULL);
-  for (uint32_t i = 0; i < def->field_count; i++)
-    if (has_container(&def->fields[i])) lpc_push_container(L, 1, msg, &def->fields[i]);
+  int containers = 0;
+  for (uint32_t i = 0; i < def->field_count; i++) containers += has_container(&def->fields[i]);
+  int kept = lua_checkstack(L, containers + LUA_MINSTACK);
+  for (uint32_t i = 0; i < def->field_count; i++) {
+    if (!has_container(&def->fields[i])) continue;
+    lpc_push_container(L, 1, msg, &def->fields[i]);
+    if (!kept) lua_pop(L, 1);
+  }
   int c = a;
   for (uint32_t i = 0; i < def->field_count; i++) {
     const pc_FieldDef *f = &def->fields[i];
-    lpc_clear_field(L, 1, a, has_container(f) ? ++c : 0, msg, f);
+    lpc_clear_field(L, 1, a, has_container(f) && kept ? ++c : 0, msg, f);
   }
   size_t n;
   const pc_Extension *e = pc_Message_Extensions(msg, &n);
@@ -202,8 +211,24 @@ static int lpc_message_clone(lua_State *L) {
   return 1;
 }
 
+static void merge(lua_State *L, int dst, int src);
+
+/* Merges field 'f' (a message set in both) of 's', the message of the
+ * object at 'src', into that of 'd' at 'dst' through the field's objects.
+ * Pushing them allocates: a finalizer run then may have unset either
+ * field, which is then left as that finalizer made it. */
+static void merge_sub(lua_State *L, int dst, int src, pc_Message *d, pc_Message *s,
+                      const pc_FieldDef *f) {
+  lpc_push_field(L, dst, d, f);
+  lpc_push_field(L, src, s, f);
+  if (lpc_to_message(L, -2, NULL) != NULL && lpc_to_message(L, -1, NULL) != NULL) merge(L, -2, -1);
+  lua_pop(L, 2);
+}
+
 /* Merges the message at 'src' into the object at 'dst' (same type). */
 static void merge(lua_State *L, int dst, int src) {
+  /* a level pushes the anchor and two fields (and their pushes need room) */
+  luaL_checkstack(L, 3 + LUA_MINSTACK, "messages nested too deep to merge");
   /* (absolute: the anchor and the fields pushed below move relative ones) */
   dst = lua_absindex(L, dst);
   src = lua_absindex(L, src);
@@ -216,10 +241,7 @@ static void merge(lua_State *L, int dst, int src) {
     if (!pc_Message_Has(s, f)) continue;
     if (f->slot == kPc_Slot_Message && pc_Message_Has(d, f)) {
       /* The sub-message may be owned elsewhere: merge through its object. */
-      lpc_push_field(L, dst, d, f);
-      lpc_push_field(L, src, s, f);
-      merge(L, -2, -1);
-      lua_pop(L, 2);
+      merge_sub(L, dst, src, d, s, f);
       continue;
     }
     if (f->slot == kPc_Slot_Message) {
@@ -237,10 +259,7 @@ static void merge(lua_State *L, int dst, int src) {
     const pc_FieldDef *f = e[i].field;
     if (f->message != NULL && f->label != kPc_Label_Repeated &&
         pc_Message_GetExtension(d, f) != NULL) {
-      lpc_push_field(L, dst, d, f);
-      lpc_push_field(L, src, s, f);
-      merge(L, -2, -1);
-      lua_pop(L, 2);
+      merge_sub(L, dst, src, d, s, f);
       e = pc_Message_Extensions(s, &n);
       continue;
     }
@@ -253,13 +272,14 @@ static void merge(lua_State *L, int dst, int src) {
 /* What is_src_target looks for: 'dst' itself, and the messages merge
  * writes into ('count' of them), in an open-addressing set of 'mask' + 1
  * slots (a power of two, at most half full; empty slots NULL): a buffer of
- * the caller's first, then a userdata at 'slot' of the Lua stack, twice as
- * large each time it fills (add_target). */
+ * the caller's first, then malloc'd memory twice as large each time it
+ * fills (add_target). Collecting it calls no Lua function, so no finalizer
+ * can change the messages while they are walked. */
 typedef struct {
   const pc_Message *dst;
   const pc_Message **targets;
+  const pc_Message **first; /* the caller's buffer (not freed) */
   size_t mask, count;
-  int slot;
   int aliased; /* a target was found */
 } SrcWalk;
 
@@ -280,36 +300,41 @@ static int is_target(const SrcWalk *w, const pc_Message *m) {
   return 0;
 }
 
-static void add_target(lua_State *L, SrcWalk *w, const pc_Message *m) {
+/* Adds 'm' to the set; 0 when its growth finds no memory (the set kept). */
+static int add_target(SrcWalk *w, const pc_Message *m) {
   if (2 * (w->count + 1) > w->mask + 1) {
     const pc_Message **old = w->targets;
     size_t n = w->mask + 1;
-    w->targets = lua_newuserdatauv(L, 2 * n * sizeof *w->targets, 0);
-    memset(w->targets, 0, 2 * n * sizeof *w->targets);
+    if (n > SIZE_MAX / 2 / sizeof *old) return 0;
+    const pc_Message **grown = calloc(2 * n, sizeof *old);
+    if (grown == NULL) return 0;
+    w->targets = grown;
     w->mask = 2 * n - 1;
     w->count = 0;
     for (size_t i = 0; i < n; i++)
       if (old[i] != NULL) insert_target(w, old[i]);
-    lua_replace(L, w->slot); /* (the old one kept until here) */
+    if (old != w->first) free((void *)old);
   }
   insert_target(w, m);
+  return 1;
 }
 
 /* Adds to 'w' the messages merge(dst 'd', src 's' of 'def') writes into
  * besides 'd': at each singular message field or extension set on both
  * sides, the one of 'd' (merged through its object, see merge), and so on
  * down along 's' (at most as many as 's' holds). Elements of repeated and
- * map fields are appended or replaced, never written into. Returns 0, or
- * -1 past PC_MESSAGE_MAX_DEPTH levels. */
-static int merge_targets(lua_State *L, SrcWalk *w, const pc_Message *d, const pc_Message *s,
+ * map fields are appended or replaced, never written into. Returns 0, -1
+ * past PC_MESSAGE_MAX_DEPTH levels, or -2 out of memory. */
+static int merge_targets(SrcWalk *w, const pc_Message *d, const pc_Message *s,
                          const pc_MessageDef *def, int depth) {
   if (depth > PC_MESSAGE_MAX_DEPTH) return -1;
   for (uint32_t i = 0; i < def->field_count; i++) {
     const pc_FieldDef *f = &def->fields[i];
     if (f->slot != kPc_Slot_Message || !pc_Message_Has(s, f) || !pc_Message_Has(d, f)) continue;
     const pc_Message *t = pc_Message_Get(d, f).m;
-    add_target(L, w, t);
-    if (merge_targets(L, w, t, pc_Message_Get(s, f).m, f->message, depth + 1) < 0) return -1;
+    if (!add_target(w, t)) return -2;
+    int r = merge_targets(w, t, pc_Message_Get(s, f).m, f->message, depth + 1);
+    if (r < 0) return r;
   }
   size_t count;
   const pc_Extension *e = pc_Message_Extensions(s, &count);
@@ -318,8 +343,9 @@ static int merge_targets(lua_State *L, SrcWalk *w, const pc_Message *d, const pc
     if (f->message == NULL || f->label == kPc_Label_Repeated || e[i].value.m == NULL) continue;
     const pc_Value *v = pc_Message_GetExtension(d, f);
     if (v == NULL) continue;
-    add_target(L, w, v->m);
-    if (merge_targets(L, w, v->m, e[i].value.m, f->message, depth + 1) < 0) return -1;
+    if (!add_target(w, v->m)) return -2;
+    int r = merge_targets(w, v->m, e[i].value.m, f->message, depth + 1);
+    if (r < 0) return r;
   }
   return 0;
 }
@@ -358,10 +384,11 @@ static int lpc_message_merge(lua_State *L) {
    * hold a message merge writes into (collected first, in one walk along
    * the overlap of the two). */
   const pc_Message *first[16] = {NULL};
-  lua_settop(L, 3); /* (3: the set, once it outgrows 'first') */
-  SrcWalk w = {d, first, sizeof first / sizeof *first - 1, 0, 3, 0};
-  int r = merge_targets(L, &w, d, s, dd, 0);
+  SrcWalk w = {d, first, first, sizeof first / sizeof *first - 1, 0, 0};
+  int r = merge_targets(&w, d, s, dd, 0);
   if (r == 0) r = pc_Message_Walk(s, sd, PC_MESSAGE_MAX_DEPTH, is_src_target, &w);
+  if (w.targets != first) free((void *)w.targets);
+  if (r == -2) lpc_nomem(L);
   if (r == 1)
     lpc_msg_error(L, "%s: a message cannot contain itself: merge pc.clone(src)", dd->full_name);
   if (r < 0)

@@ -356,14 +356,14 @@ local function run_call(self, call)
       local ok, result, trace = rpc_server.invoke(entry, info, req, ctx, false, self.core, call)
       if ok and info.client_streaming and info.server_streaming and result ~= nil then
         ok, result = false, rpc_server.handler_bug(info.full_name
-          .. ": a bidirectional handler answers with ctx.send and returns nothing")
+          .. ": a bidirectional handler answers with ctx.send and returns nothing", entry)
       elseif ok and not info.server_streaming then
-        ok, result = pcall(function()
+        ok, result = rpc_server.after_return(entry, function()
           if result == nil then rpc_server.no_response(info) end
           call:send(response_wire(info, response_of(info, result), json))
         end)
       elseif ok then
-        ok, result = pcall(function()
+        ok, result = rpc_server.after_return(entry, function()
           local list = returned_list(info, result)
           for i = 1, #list do ctx.send(list[i]) end
         end)

@@ -241,12 +241,12 @@ function M.serve(self, call)
   -- (the transcoder's `validate` checked the requests: the server's would again)
   local ok, result, trace = rpc_server.invoke(entry, info, req, ctx, tc.validate, core, call)
   if ok and info.server_streaming then
-    ok, result = pcall(function()
+    ok, result = rpc_server.after_return(entry, function()
       local list = returned_list(info, result)
       for i = 1, #list do ctx.send(list[i]) end
     end)
   elseif ok then
-    ok, result = pcall(function()
+    ok, result = rpc_server.after_return(entry, function()
       if result == nil then rpc_server.no_response(info) end
       local m = response_of(info, result)
       local text, ct = tc:response(route, m)

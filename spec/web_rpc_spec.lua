@@ -442,6 +442,8 @@ describe("Connect GET served by pc.listen", function()
             a = curl(version .. " -I " .. url .. method .. "?connect=v1&encoding=json&" .. JSON .. "'")
             assert.matches("^HTTP/[%d.]+ 405", a)
             assert.are.equal("POST", header(a, "allow"))
+            -- (the GET's length, 0: it was missing, over both HTTP versions)
+            assert.are.equal("0", header(a:lower(), "content-length"))
           end
         end)
       end

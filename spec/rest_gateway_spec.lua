@@ -487,7 +487,7 @@ describe("protocall gateway", function()
         code, _, h = G.request(gw, "/v1/shelves/1/books/2", { method = "DELETE", http2 = h2,
           headers = { "Origin: https://app.example" } })
         assert.are.equal(405, code)
-        assert.are.equal("GET, HEAD, PATCH", h["allow"])
+        assert.are.equal("GET, HEAD, OPTIONS, PATCH", h["allow"]) -- (-cors: its preflights answered)
         assert.matches(", Allow$", h["access-control-expose-headers"])
         code, _, h = G.request(gw, "/gw.Library/Echo?connect=v1&encoding=json&message=%7B%7D",
           { method = "GET", http2 = h2, headers = { "Origin: https://app.example" } })

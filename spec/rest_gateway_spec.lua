@@ -305,7 +305,7 @@ describe("pc.listen with rest = true", function()
     -- a body past max_receive_size: 413
     local code, body = G.request(server, "/v1/shelves/7/books", { body = '{"title":"' .. ("x"):rep(200000) .. '"}' })
     assert.are.equal(413, code, body)
-    assert.truthy(body:find('^{"code":8,"message":"request message of at least %d+ bytes exceeds the limit of 65536 '
+    assert.truthy(body:find('^{"code":8,"message":"request body of at least %d+ bytes exceeds the limit of 65536 '
       .. 'bytes","details":%[%]}$'), body)
     -- over HTTP/2 too
     code, body = G.request(server, "/v1/shelves/7/books", { body = ("["):rep(100000), http2 = true })
@@ -487,7 +487,7 @@ describe("protocall gateway", function()
         code, _, h = G.request(gw, "/v1/shelves/1/books/2", { method = "DELETE", http2 = h2,
           headers = { "Origin: https://app.example" } })
         assert.are.equal(405, code)
-        assert.are.equal("GET, HEAD, PATCH", h["allow"])
+        assert.are.equal("GET, HEAD, OPTIONS, PATCH", h["allow"]) -- (-cors: its preflights answered)
         assert.matches(", Allow$", h["access-control-expose-headers"])
         code, _, h = G.request(gw, "/gw.Library/Echo?connect=v1&encoding=json&message=%7B%7D",
           { method = "GET", http2 = h2, headers = { "Origin: https://app.example" } })

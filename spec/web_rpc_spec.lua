@@ -254,6 +254,19 @@ describe("CORS on pc.listen", function()
     end)
   end)
 
+  it("with rest, lists OPTIONS in a REST path's Allow, its preflights answered", function()
+    -- (a plain OPTIONS was 405 "Allow: GET, HEAD, PATCH, PUT", no OPTIONS)
+    for _, on in ipairs { true, false } do
+      serving({ cors = on and cors or nil, rest = { http = RULES } }, function(port)
+        for _, version in ipairs { "--http1.1", "--http2-prior-knowledge" } do
+          local a = curl(version .. " -X OPTIONS http://127.0.0.1:" .. port .. "/v1/add/1")
+          assert.matches("^HTTP/[%d.]+ 405", a)
+          assert.are.equal(on and "GET, HEAD, OPTIONS, PATCH, PUT" or "GET, HEAD, PATCH, PUT", header(a, "allow"))
+        end
+      end)
+    end
+  end)
+
   for _, version in ipairs { "--http1.1", "--http2-prior-knowledge" } do
     it("with rest, reads an Access-Control-Request-Headers sent twice as one list (" .. version .. ")", function()
       serving({ cors = cors, rest = { http = RULES } }, function(port)
@@ -405,6 +418,31 @@ describe("Connect GET served by pc.listen", function()
     end)
   end)
 
+  it("with rest, answers a Connect GET URL without connect=v1 404, saying it needs connect=v1", function()
+    -- (with REST on, connect=v1 is what tells a Connect GET from a REST GET)
+    serving({ rest = true }, function(port)
+      for _, version in ipairs { "--http1.1", "--http2-prior-knowledge" } do
+        local url = "'http://127.0.0.1:" .. port
+        local a = curl(version .. " " .. url .. "/web.Calc/Mul?encoding=json&" .. JSON .. "'")
+        assert.matches("^HTTP/[%d.]+ 404", a)
+        assert.are.equal('{"code":5,"message":"no route for GET /web.Calc/Mul (a Connect GET needs connect=v1 in '
+          .. 'its query)","details":[]}', a:match("\n\n(.*)$"))
+        a = curl(version .. " -I " .. url .. "/web.Calc/Mul?" .. JSON .. "'")
+        assert.matches("^HTTP/[%d.]+ 404", a)
+        -- a path that names no method, a query of no Connect GET: REST's 404 alone
+        a = curl(version .. " " .. url .. "/web.Calc/Nope?encoding=json&" .. JSON .. "'")
+        assert.are.equal('{"code":5,"message":"no route for GET /web.Calc/Nope","details":[]}', a:match("\n\n(.*)$"))
+        a = curl(version .. " " .. url .. "/web.Calc/Mul?x=1'")
+        assert.are.equal('{"code":5,"message":"no route for GET /web.Calc/Mul","details":[]}', a:match("\n\n(.*)$"))
+      end
+    end)
+    -- without REST, that URL is a Connect GET (connect-go requires connect=v1 only when told to)
+    serving(nil, function(port)
+      local a = curl("'http://127.0.0.1:" .. port .. "/web.Calc/Mul?encoding=json&" .. JSON .. "'")
+      assert.matches("^HTTP/[%d.]+ 200", a)
+    end)
+  end)
+
   it("refuses GET for a method with side effects or a stream: 405 Allow: POST, as connect-go", function()
     serving(nil, function(port)
       for _, version in ipairs { "--http1.1", "--http2-prior-knowledge" } do
@@ -442,6 +480,8 @@ describe("Connect GET served by pc.listen", function()
             a = curl(version .. " -I " .. url .. method .. "?connect=v1&encoding=json&" .. JSON .. "'")
             assert.matches("^HTTP/[%d.]+ 405", a)
             assert.are.equal("POST", header(a, "allow"))
+            -- (the GET's length, 0: it was missing, over both HTTP versions)
+            assert.are.equal("0", header(a:lower(), "content-length"))
           end
         end)
       end

@@ -1167,9 +1167,10 @@ static void eager_chunk(pc_GrpcServerCall *s, const uint8_t *data, size_t len) {
   if (whole_body(s)) {
     if (s->in.buf.len - 5 + len > max) {
       s->too_large = s->proto == kPc_WebProtocol_Http;
+      /* (REST's body is the request, not a message of one) */
       fail(s, kPc_Code_ResourceExhausted,
-           "request message of at least %zu bytes exceeds the limit of %zu bytes",
-           s->in.buf.len - 5 + len, max);
+           "request %s of at least %zu bytes exceeds the limit of %zu bytes",
+           s->too_large ? "body" : "message", s->in.buf.len - 5 + len, max);
       return;
     }
     int ok = len == 0 || pc_GrpcInbox_Append(&s->in, &s->m, data, len);
@@ -1596,6 +1597,8 @@ void pc_GrpcServerCall_NotAllowed(pc_GrpcServerCall *s, const char *allow) {
   size_t n = 0;
   h[n++] = PC_GRPC_NV(":status", "405");
   h[n++] = PC_GRPC_NV("allow", allow);
+  /* (no body: a HEAD's answer over HTTP/1.1 says so as the GET's does) */
+  h[n++] = PC_GRPC_NV("content-length", "0");
   push_cors_exposing(s, h, &n, "Allow");
   s->finished = s->cancelled = s->ended = 1;
   s->submitted = 1;

@@ -356,14 +356,14 @@ local function run_call(self, call)
       local ok, result, trace = rpc_server.invoke(entry, info, req, ctx, false, self.core, call)
       if ok and info.client_streaming and info.server_streaming and result ~= nil then
         ok, result = false, rpc_server.handler_bug(info.full_name
-          .. ": a bidirectional handler answers with ctx.send and returns nothing")
+          .. ": a bidirectional handler answers with ctx.send and returns nothing", entry)
       elseif ok and not info.server_streaming then
-        ok, result = pcall(function()
+        ok, result = rpc_server.after_return(entry, function()
           if result == nil then rpc_server.no_response(info) end
           call:send(response_wire(info, response_of(info, result), json))
         end)
       elseif ok then
-        ok, result = pcall(function()
+        ok, result = rpc_server.after_return(entry, function()
           local list = returned_list(info, result)
           for i = 1, #list do ctx.send(list[i]) end
         end)
@@ -563,8 +563,12 @@ end
 -- GET (`GET /pkg.Svc/Method?connect=v1&encoding=json|proto&message=...
 -- [&base64=1][&compression=gzip]`) is served for unary methods marked
 -- `option idempotency_level = NO_SIDE_EFFECTS` (any other: HTTP 405
--- "Allow: POST", as connect-go; a bad query: Connect's error JSON,
--- invalid_argument), its HEAD as the GET with the head alone; gRPC,
+-- "Allow: POST" with Content-Length 0, its HEAD too, as connect-go; a bad
+-- query: Connect's error JSON, invalid_argument; with `rest`, a GET
+-- without connect=v1 is REST's, and one of a method's path with Connect
+-- GET's `encoding` or `message` parameters is 404 "no route for GET
+-- /pkg.Svc/Method (a Connect GET needs connect=v1 in its query)"), its
+-- HEAD as the GET with the head alone; gRPC,
 -- gRPC-Web and Connect streaming requests by any HTTP method but POST
 -- are HTTP 405 "Allow: POST".
 -- `opts.cors` (off by default) lets browser pages of other origins call:
@@ -592,7 +596,9 @@ end
 -- services served, or a table of pc.transcoder's options (`http` rules
 -- given apart, `unbound`, `headers`, `timeout`, `timeouts`, `validate`,
 -- `json`, `ignore_unknown_query`, ...; not `services` nor
--- `max_body_bytes`: max_receive_size bounds the body, 413 past it); a
+-- `max_body_bytes`: max_receive_size bounds the body, 413 "request body
+-- of at least N bytes exceeds the limit of M bytes" past it; with `cors`,
+-- a 405's Allow lists OPTIONS, whose preflights are answered); a
 -- request of no RPC protocol, or a POST application/json to a path that
 -- names no method, goes to the method its route names, whose handler is
 -- called in process; failures are google.rpc.Status JSON with
@@ -611,7 +617,10 @@ end
 -- string" to the client, that text and the traceback where it was checked
 -- logged), and none at all (nil) from a handler whose method has a
 -- response (INTERNAL "t.S.Get: handler returned no response", logged as
--- well).
+-- well); such a bug found after the handler returned (its return value, a
+-- server stream's list of responses) is logged with where the handler was
+-- defined after the text, "(handler defined at x.lua:12)", the traceback
+-- having no frame of it (the client's message is the same).
 -- Serve with `listener:serve()`.
 function M.listen(server, address, opts)
   if not is_server(server) then

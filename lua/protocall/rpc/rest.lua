@@ -82,8 +82,9 @@ end
 
 -- Answers `call` with an error (a pc.Error or a failure table of
 -- rpc/server.lua) as tc:error writes it (a HEAD request its head alone),
--- a 405's Allow with HEAD where GET is (served as GET here).
-local function answer_error(tc, call, err, extra)
+-- a 405's Allow with HEAD where GET is (served as GET here) and, with
+-- `cors` (the listener's option), OPTIONS.
+local function answer_error(tc, call, err, extra, cors)
   local http, body, ct, allow = tc:error(err)
   local h = { { "content-type", ct }, { "content-length", tostring(#body) } }
   if allow then
@@ -92,6 +93,8 @@ local function answer_error(tc, call, err, extra)
       list[#list + 1] = m
       if m == "GET" and not allow:find("HEAD", 1, true) then list[#list + 1] = "HEAD" end
     end
+    -- (with CORS the engine answers the path's preflights: OPTIONS too)
+    if cors and not allow:find("OPTIONS", 1, true) then list[#list + 1] = "OPTIONS" end
     table.sort(list)
     h[#h + 1] = { "allow", table.concat(list, ", ") }
   end
@@ -170,7 +173,17 @@ function M.serve(self, call)
     end
     return call:finish(codes.OK, "")
   end
-  if not route then return answer_error(tc, call, bindings) end
+  if not route then
+    local q = target:match("%?(.*)")
+    if named and bindings.code == "NOT_FOUND" and (head_only or call:http_method() == "GET")
+      and q and (("&" .. q):find("&encoding=", 1, true) or ("&" .. q):find("&message=", 1, true)) then
+      -- a Connect GET URL without connect=v1: with REST on, that is what
+      -- tells it from a REST GET (the engine's choice, core/net/server.c)
+      bindings = Error { code = "NOT_FOUND", http_status = 404,
+        message = bindings.message .. " (a Connect GET needs connect=v1 in its query)" }
+    end
+    return answer_error(tc, call, bindings, nil, self.cors)
+  end
   local entry = server.methods[route.path]
   if not entry then
     return answer_error(tc, call, Error { code = "UNIMPLEMENTED", message = route.method .. " is not served" })
@@ -241,12 +254,12 @@ function M.serve(self, call)
   -- (the transcoder's `validate` checked the requests: the server's would again)
   local ok, result, trace = rpc_server.invoke(entry, info, req, ctx, tc.validate, core, call)
   if ok and info.server_streaming then
-    ok, result = pcall(function()
+    ok, result = rpc_server.after_return(entry, function()
       local list = returned_list(info, result)
       for i = 1, #list do ctx.send(list[i]) end
     end)
   elseif ok then
-    ok, result = pcall(function()
+    ok, result = rpc_server.after_return(entry, function()
       if result == nil then rpc_server.no_response(info) end
       local m = response_of(info, result)
       local text, ct = tc:response(route, m)

@@ -17,7 +17,7 @@ local refusal = require("protocall.validate").refusal
 local type, error, pairs, tostring, getmetatable, setmetatable =
   type, error, pairs, tostring, getmetatable, setmetatable
 local format, floor, mtype = string.format, math.floor, compat.mtype
-local xpcall, pcall, traceback = xpcall, pcall, debug.traceback
+local xpcall, pcall, traceback, getinfo = xpcall, pcall, debug.traceback, debug.getinfo
 local is_initialized = core.is_initialized
 local Error, status = errors.Error, errors.status
 local encode, decode, type_of, is_message, coerce, protect = core.encode, core.decode, core.type_of,
@@ -203,8 +203,9 @@ function M.server(services, opts)
         end
       end
       -- (`unchecked`: the handler without the check, for a placement that
-      -- checked the request itself, pc.listen's rest with its `validate`)
-      local entry = { info = m, handler = handler }
+      -- checked the request itself, pc.listen's rest with its `validate`;
+      -- `fn`: the user's function, whose definition a log names)
+      local entry = { info = m, handler = handler, fn = fn }
       if opts and opts.validate then
         entry.handler, entry.unchecked = validated(handler, m.client_streaming), handler
       end
@@ -249,17 +250,39 @@ function M.with_builtins(services, opts, pool)
 end
 
 -- The INTERNAL pc.Errors that tell a handler's bug (a response it gave
--- of the wrong kind, or none), each with the traceback where it was made:
--- the client gets the status, log_text logs it as a handler's other bugs.
+-- of the wrong kind, or none), each with {trace = the traceback where it
+-- was made, at = where the handler was defined or nil}: the client gets
+-- the status, log_text logs it as a handler's other bugs.
 local handler_bugs = setmetatable({}, { __mode = "k" })
 
---- err = handler_bug(text): an INTERNAL pc.Error `text` for a handler's
--- bug (what it returned or sent is no response), which log_text logs,
--- with the traceback of handler_bug's caller's caller.
-function M.handler_bug(text)
+-- "(handler defined at x.lua:12)": where the handler of `entry` (the
+-- user's function, not the server's wrappers) was defined.
+local function defined_at(entry)
+  local d = getinfo(entry.fn, "S")
+  return format("(handler defined at %s:%d)", d.short_src, d.linedefined)
+end
+
+--- err = handler_bug(text, entry): an INTERNAL pc.Error `text` for a
+-- handler's bug (what it returned or sent is no response), which log_text
+-- logs, with the traceback of handler_bug's caller's caller; with `entry`
+-- (the bug was found after the handler returned: that traceback has no
+-- frame of it), also where the handler of `entry` was defined.
+function M.handler_bug(text, entry)
   local err = status("INTERNAL", text)
-  handler_bugs[err] = (traceback("", 3):gsub("^\n", ""))
+  handler_bugs[err] = { trace = (traceback("", 3):gsub("^\n", "")), at = entry and defined_at(entry) }
   return err
+end
+
+--- ok, err = after_return(entry, fn): pcall(fn), fn handling what the
+-- handler of `entry` returned; a handler_bug it raises is logged with
+-- where that handler was defined, its traceback having no frame of it
+-- ("gw.Greeter.SayHello response: gw.HelloReply.mesage: no such field
+-- (handler defined at greet.lua:12)"). The client's message is the same.
+function M.after_return(entry, fn)
+  local ok, err = pcall(fn)
+  local bug = not ok and handler_bugs[err]
+  if bug then bug.at = defined_at(entry) end
+  return ok, err
 end
 
 --- no_response(info): raises the INTERNAL pc.Error (handler_bug, logged
@@ -399,8 +422,9 @@ end
 -- raises is named by its type and that error.
 function M.log_text(info, raised, trace)
   if getmetatable(raised) == Error then
-    local where = handler_bugs[raised]
-    return where and raised.message .. (where ~= "" and "\n" .. where or "") or nil
+    local bug = handler_bugs[raised]
+    if not bug then return nil end
+    return raised.message .. (bug.at and " " .. bug.at or "") .. (bug.trace ~= "" and "\n" .. bug.trace or "")
   end
   local text = raised
   if type(raised) ~= "string" then

@@ -258,7 +258,9 @@ local handler_bugs = setmetatable({}, { __mode = "k" })
 -- "(handler defined at x.lua:12)": where the handler of `entry` (the
 -- user's function, not the server's wrappers) was defined.
 local function defined_at(entry)
-  local d = getinfo(entry.fn, "S")
+  local fn = entry.fn or entry.handler
+  if type(fn) ~= "function" then return nil end -- (a callable table: no line of its own)
+  local d = getinfo(fn, "S")
   return format("(handler defined at %s:%d)", d.short_src, d.linedefined)
 end
 

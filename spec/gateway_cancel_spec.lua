@@ -153,3 +153,118 @@ describe("the gateway cancels the upstream call of a client gone", function()
     end
   end)
 end)
+
+-- `protocall gateway -unbound -timeout` in front of wt.Waiter, its schema
+-- without google.api.http options (waiter.proto less them): -unbound's
+-- POST /wt.Waiter/Method is also Connect's path. A Connect unary call
+-- there (application/json) stays Connect's for a unary method; a
+-- streaming one, which Connect's unary protocol cannot call, goes to the
+-- REST route. -timeout bounds every call forwarded that comes without a
+-- deadline of its own, whatever its protocol (the upstream's handler sees
+-- it cancelled); one with its own keeps it.
+describe("protocall gateway -unbound -timeout", function()
+  local upstream, gw, dir
+  setup(function()
+    upstream = start("upstream")
+    dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. q(dir)))
+    local text = assert(io.open("spec/fixtures/protos/gateway/waiter.proto")):read("a")
+    write(dir .. "/waiter.proto", (text:gsub("\n[^\n]*google%.api[^\n]*", "")))
+    gw = G.start_gateway(BIN, upstream.port, "-I " .. q(dir) .. " -proto waiter.proto -unbound -timeout 1"
+      .. " -print-routes -cors https://app.example -cors-expose x-id -cors-expose Grpc-Metadata-X-Id", nil, true)
+  end)
+  teardown(function()
+    helper.stop(gw)
+    helper.stop(upstream)
+    if gw then os.remove(gw.log) end
+    if dir then os.execute("rm -rf " .. q(dir)) end
+  end)
+
+  -- A Connect unary JSON POST of `body` to wt.Waiter/`method` with `headers`.
+  local function connect(method, body, headers)
+    local h = { "Content-Type: application/json" }
+    for _, v in ipairs(headers or {}) do h[#h + 1] = v end
+    return G.request(gw, "/wt.Waiter/" .. method, { body = body, headers = h })
+  end
+
+  -- The state job `id` ends in, polled through the gateway (up to 10 s).
+  local function ended(id)
+    local _, last = G.eventually(10, function()
+      local code, body = connect("State", '{"id":"' .. id .. '"}')
+      assert(code == 200, body)
+      local s = body:match('"state":"(%a+)"')
+      return s ~= "running", s
+    end)
+    return last
+  end
+
+  it("prints its -unbound routes, the gateway's reflection services left out", function()
+    local log = assert(io.open(gw.log)):read("a")
+    assert.truthy(log:find("protocall gateway: 5 REST routes:\n  POST /wt.Waiter/Hold -> wt.Waiter.Hold (-unbound)\n",
+      1, true), log)
+    assert.is_nil(log:find("reflection", log:find("REST routes", 1, true), true), log)
+  end)
+
+  it("serves a streaming method's Connect-looking JSON POST by its REST route", function()
+    local code, body = connect("Watch", '{"id":"w1","ticks":3}')
+    assert.are.equal(200, code, body)
+    assert.are.equal(('{"result":{"id":"w1","state":"running"}}\n'):rep(3), body)
+    code, body = connect("Gather", '{"id":"g1","ticks":1}\n{"id":"g2"}')
+    assert.are.equal(200, code, body)
+    assert.are.equal('{"id":"g1","state":"done"}', body)
+    -- application/proto is no REST body: Connect's 501 stays
+    code, body = G.request(gw, "/wt.Waiter/Watch", { body = "\10\2w2",
+      headers = { "Content-Type: application/proto" } })
+    assert.are.equal(501, code, body)
+  end)
+
+  it("bounds a call without a deadline of its own by -timeout, in every protocol", function()
+    -- Connect unary (a unary method's stays Connect's: its error JSON)
+    local code, body = connect("Hold", job("t1"))
+    assert.are.equal(504, code, body)
+    assert.are.equal('{"code":"deadline_exceeded","message":"deadline exceeded"}', body)
+    assert.are.equal("cancelled", ended("t1"))
+    -- REST (no content type)
+    code, body = G.request(gw, "/wt.Waiter/Hold", { body = job("t2"), headers = { "Content-Type:" } })
+    assert.are.equal(504, code, body)
+    assert.are.equal('{"code":4,"message":"deadline exceeded","details":[]}', body)
+    assert.are.equal("cancelled", ended("t2"))
+    -- gRPC
+    local out = R.capture(BIN .. " call -plaintext " .. SCHEMA .. " -d " .. q(job("t3")) .. " 127.0.0.1:" .. gw.port
+      .. " wt.Waiter/Hold 2>&1")
+    assert.matches("DEADLINE_EXCEEDED", out, 1, true)
+    assert.are.equal("cancelled", ended("t3"))
+    -- a deadline of its own, longer than -timeout, is kept
+    code, body = connect("Hold", '{"id":"t4","ticks":15}', { "Connect-Timeout-Ms: 20000" })
+    assert.are.equal(200, code, body)
+    assert.are.equal('{"id":"t4","state":"done"}', body)
+  end)
+
+  it("exposes the -cors-expose headers to an allowed origin's scripts", function()
+    local code, body, h = connect("State", '{"id":"t4"}', { "Origin: https://app.example" })
+    assert.are.equal(200, code, body)
+    assert.matches(", x%-id, Grpc%-Metadata%-X%-Id$", h["access-control-expose-headers"])
+  end)
+
+  it("prints 0 REST routes, no colon, for a schema without rules and without -unbound", function()
+    local g = G.start_gateway(BIN, upstream.port, "-I " .. q(dir) .. " -proto waiter.proto -print-routes", nil, true)
+    local log
+    G.eventually(5, function()
+      log = assert(io.open(g.log)):read("a")
+      return log:find("REST routes", 1, true) ~= nil
+    end)
+    helper.stop(g)
+    os.remove(g.log)
+    assert.truthy(log:find("\nprotocall gateway: 0 REST routes\n", 1, true), log)
+  end)
+
+  it("refuses -cors-expose without -cors, and a bad name, as usage errors", function()
+    local out = R.capture(BIN .. " gateway -listen 127.0.0.1:0 -cors-expose x-id 127.0.0.1:1 2>&1; echo rc=$?")
+    assert.matches("protocall gateway: -cors-expose: with -cors\n", out, 1, true)
+    assert.matches("rc=2", out, 1, true)
+    out = R.capture(BIN .. " gateway -listen 127.0.0.1:0 -cors '*' -cors-expose 'a b' 127.0.0.1:1 2>&1; echo rc=$?")
+    assert.matches("protocall gateway: -cors-expose 'a b': must be a header name\n", out, 1, true)
+    assert.matches("rc=2", out, 1, true)
+  end)
+end)

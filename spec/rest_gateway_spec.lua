@@ -432,6 +432,8 @@ describe("protocall gateway", function()
       assert.are.equal(200, code, body)
       local log = assert(io.open(gw.log)):read("a")
       assert.matches("\nprotocall gateway: %d+ REST routes:\n", log)
+      -- the gateway's own reflection services are not REST routes, -unbound's neither
+      assert.is_nil(log:find("grpc.reflection", 1, true), log)
       for _, line in ipairs {
         "  GET /api/calls -> gw.Library.Calls (-rules rule 1)\n",
         "  POST /api/calls -> gw.Library.Calls (-rules rule 1)\n",
@@ -822,6 +824,12 @@ describe("protocall gateway refusing to start", function()
       ['\239\187\191{"rules": 5}'] = ":1:14: http rules: $.rules: array expected, got a number",
       ['{"rules": [{"selector": "\195\169", "body": 5}]}'] =
         ":1:39: http rules: rule 1: $.rules[0].body: string expected",
+      -- a google.api.Service with "http" misspelt: neither shape, its members named, at its "{"
+      ['\n {"type": "google.api.Service", "config_version": 3, "name": "x", "htp": {"rules": []}}'] =
+        ":2:2: http rules: neither google.api.Http (its \"rules\" at the top level) nor a google.api.Service"
+        .. ' with an "http" member: the top-level members are "type", "config_version", "name", "htp"',
+      -- google.api.Http with a member of neither beside its rules: google.api.Http's error
+      ['{"rules": [], "htp": 1}'] = ':1:15: http rules: $.htp: no field named "htp" in google.api.Http',
     } do
       write(rules, text)
       local out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -rules " .. q(rules)

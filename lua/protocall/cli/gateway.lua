@@ -27,10 +27,11 @@ M.gateway = {
   summary = "a REST/JSON, gRPC-Web and Connect gateway in front of a gRPC server",
   flags = common.with_connect(common.with_schema { listen = "string", rules = "string", header = "list",
     validate = "bool", timeout = "number", unbound = "bool", ["print-routes"] = "bool", ["listen-cert"] = "string",
-    ["listen-key"] = "string", cors = "list", refresh = "number" }),
+    ["listen-key"] = "string", cors = "list", ["cors-expose"] = "list", refresh = "number" }),
   usage = "protocall gateway -listen ADDR [-proto FILE ... | -protoset FILE | -refresh SECONDS] [-rules FILE]\n" ..
           "       [-header NAME ...] [-timeout SECONDS] [-validate] [-unbound] [-print-routes]\n" ..
-          "       [-cors ORIGIN ...] [-listen-cert FILE -listen-key FILE] [-plaintext | TLS flags] UPSTREAM",
+          "       [-cors ORIGIN ... [-cors-expose NAME ...]] [-listen-cert FILE -listen-key FILE]\n" ..
+          "       [-plaintext | TLS flags] UPSTREAM",
   about = "Serves on ADDR (default 127.0.0.1:8080; port 0 picks a free one) the services of\n" ..
           "UPSTREAM (host:port, a URL, dns:, unix: or xds: as `protocall call` takes it):\n" ..
           "REST/JSON requests by the google.api.http annotations of the schema and the\n" ..
@@ -44,21 +45,34 @@ M.gateway = {
           "reached at start is read again (1 s growing to 60 s) while calls are refused\n" ..
           "UNAVAILABLE (REST: 503); a bad -rules file or any other error at start exits.\n" ..
           "-header passes a request header on as metadata for REST requests (besides\n" ..
-          "Authorization and Grpc-Metadata-*); -timeout is every REST route's deadline (a\n" ..
-          "shorter Grpc-Timeout wins; gRPC, gRPC-Web and Connect calls keep their own);\n" ..
-          "-validate refuses requests breaking their protovalidate rules before they reach\n" ..
-          "UPSTREAM, whatever the protocol (REST: 400; gRPC, gRPC-Web, Connect:\n" ..
+          "Authorization and Grpc-Metadata-*; REST only: gRPC, gRPC-Web and Connect pass\n" ..
+          "every request header on as metadata, as their protocols make headers metadata,\n" ..
+          "but the hop's own: Host, User-Agent, Accept*, Origin, Cookie, Sec-*, ...).\n" ..
+          "-timeout is the deadline of every call forwarded, whatever its protocol: a REST\n" ..
+          "request's (a shorter Grpc-Timeout wins), and a gRPC, gRPC-Web or Connect call's\n" ..
+          "that comes without its own (one with grpc-timeout or Connect-Timeout-Ms keeps\n" ..
+          "it); -validate refuses requests breaking their protovalidate rules before they\n" ..
+          "reach UPSTREAM, whatever the protocol (REST: 400; gRPC, gRPC-Web, Connect:\n" ..
           "INVALID_ARGUMENT; each with a google.rpc.BadRequest detail; a stream's requests\n" ..
           "each as read); -unbound serves methods without a rule as POST\n" ..
-          "/pkg.Service/Method. -cors lets browser pages of ORIGIN (scheme://host[:port],\n" ..
+          "/pkg.Service/Method (body \"*\"; the gateway's own reflection services left out,\n" ..
+          "the upstream's others, grpc.health.v1.Health too, served). That path is also\n" ..
+          "Connect's: a POST there of application/json is a Connect unary call for a unary\n" ..
+          "method (Connect's error JSON, every request header passed on), and goes to the\n" ..
+          "REST route for a streaming method, which Connect's unary protocol cannot call;\n" ..
+          "one of no RPC content type (none, text/plain) is REST's.\n" ..
+          "-cors lets browser pages of ORIGIN (scheme://host[:port],\n" ..
           "or *) call it (pc.listen's cors option: preflights and CORS headers on every\n" ..
           "protocol's answers; a preflight allows the REST rules' methods, Authorization,\n" ..
-          "the -header names and Grpc-Metadata-*). A client that goes away cancels its\n" ..
-          "upstream call. It serves the reflection service itself, from the schema: the\n" ..
-          "upstream's descriptors as they are, whose google.api.http options (what\n" ..
-          "`protocall describe` shows) -rules may replace; -print-routes prints the REST\n" ..
-          "routes served on stderr (each with its rule's source), at start and whenever a\n" ..
-          "changed schema is served.\n" ..
+          "the -header names and Grpc-Metadata-*); -cors-expose NAME lets their scripts\n" ..
+          "read response header NAME too (cors.expose; the upstream's metadata as each\n" ..
+          "protocol carries it: x-id over gRPC-Web and Connect, Trailer-X-Id a Connect\n" ..
+          "unary trailer, Grpc-Metadata-X-Id and Grpc-Trailer-X-Id over REST). A client\n" ..
+          "that goes away cancels its upstream call. It serves the reflection service\n" ..
+          "itself, from the schema: the upstream's descriptors as they are, whose\n" ..
+          "google.api.http options (what `protocall describe` shows) -rules may replace;\n" ..
+          "-print-routes prints the REST routes served on stderr (each with its rule's\n" ..
+          "source), at start and whenever a changed schema is served.\n" ..
           "-listen-cert/-listen-key: TLS on ADDR. Prints `listening on HOST:PORT` to stderr\n" ..
           "and serves until stopped.",
   example = "protocall gateway -listen :8080 -plaintext -proto library.proto 127.0.0.1:50051",
@@ -168,20 +182,28 @@ end
 
 -- The upstream call's options for the call of `ctx`: its metadata passed
 -- on, its deadline the time the downstream call has left (a call whose
--- deadline passed ends at once: no positive timeout is that short).
-local function call_opts(ctx)
-  local timeout, deadline = ctx.timeout, ctx.deadline
-  if deadline then timeout = max(deadline - now(), 1e-6) end
+-- deadline passed ends at once: no positive timeout is that short), or
+-- `timeout` (-timeout's seconds, or nil) for a call that came without
+-- one (a REST call has -timeout's already: the listener's `rest` option).
+local function call_opts(ctx, timeout)
+  local deadline = ctx.deadline
+  if deadline then
+    timeout = max(deadline - now(), 1e-6)
+  elseif ctx.timeout then
+    timeout = ctx.timeout
+  end
   return { metadata = forwarded(ctx.metadata), timeout = timeout, with_metadata = true }
 end
 
 -- The handler forwarding method `m` to the upstream over `stub`, whose
--- transport carries JSON when `json` (Connect or gRPC-Web with codec "json").
-local function forwarder(stub, m, json)
+-- transport carries JSON when `json` (Connect or gRPC-Web with codec
+-- "json"), a call without a deadline of its own bounded by `timeout`
+-- seconds (nil: not bounded).
+local function forwarder(stub, m, json, timeout)
   local name = m.name
   if not m.client_streaming and not m.server_streaming then
     return function(req, ctx)
-      local ok, resp, md = pcall(stub[name], stub, req, call_opts(ctx))
+      local ok, resp, md = pcall(stub[name], stub, req, call_opts(ctx, timeout))
       if not ok then relay_error(ctx, resp) end
       pass_back(ctx, md.headers, md.trailers)
       return resp
@@ -191,7 +213,7 @@ local function forwarder(stub, m, json)
       local call
       local ok, err = pcall(function()
         local it
-        it, call = stub[name](stub, req, call_opts(ctx))
+        it, call = stub[name](stub, req, call_opts(ctx, timeout))
         local first = true
         for resp in it do
           if first then
@@ -231,7 +253,7 @@ local function forwarder(stub, m, json)
     end
   end
   return function(ctx)
-    local o = call_opts(ctx)
+    local o = call_opts(ctx, timeout)
     o.with_metadata = nil
     local call = stub[name](stub, o)
     local up_err -- a bidirectional call's failure reading the client's requests
@@ -277,9 +299,10 @@ local function forwarder(stub, m, json)
   end
 end
 
---- server = gateway_server(pool, transport, services [, validate]): a
--- pc.server of `services` (full names) of `pool` whose handlers forward
--- each call over `transport`, serving the reflection service itself from
+--- server = gateway_server(pool, transport, services [, validate [, timeout]]):
+-- a pc.server of `services` (full names) of `pool` whose handlers forward
+-- each call over `transport` (one without a deadline of its own with
+-- `timeout` seconds, -timeout's), serving the reflection service itself from
 -- `pool` (clients such as buf curl and protocall call find the schema
 -- there), marked forwarding (rpc/server.lua): under pc.listen a call that
 -- ends early cancels its upstream call. With `validate`, the server's
@@ -287,13 +310,13 @@ end
 -- protovalidate rules is refused INVALID_ARGUMENT before it is forwarded
 -- (REST's are checked by the listener's transcoder, whose `validate` the
 -- server's then leaves alone).
-function M.gateway_server(pool, transport, services, validate)
+function M.gateway_server(pool, transport, services, validate, timeout)
   local handlers = {}
   for _, sname in ipairs(services) do
     local info = pool:service(sname)
     local stub = pc.client(sname, { transport = transport, pool = pool })
     local h = {}
-    for _, m in ipairs(info.methods) do h[m.name] = forwarder(stub, m, transport.json) end
+    for _, m in ipairs(info.methods) do h[m.name] = forwarder(stub, m, transport.json, timeout) end
     handlers[sname] = h
   end
   -- a downstream call that ends early (the client went away, its deadline
@@ -350,10 +373,12 @@ end
 -- Writes on stderr the REST routes of the transcoder `tc` (pc.listen's
 -- listener.rest), one a line in the order served: the HTTP method, the
 -- template, the method it calls and where its rule comes from (the
--- -rules file's rule N, the schema's google.api.http option, -unbound).
+-- -rules file's rule N, the schema's google.api.http option, -unbound);
+-- "0 REST routes" alone when there is none.
 local function print_routes(tc)
   local routes = tc:routes()
-  local out = { format("protocall gateway: %d REST route%s:\n", #routes, #routes == 1 and "" or "s") }
+  local out = { #routes == 0 and "protocall gateway: 0 REST routes\n"
+    or format("protocall gateway: %d REST route%s:\n", #routes, #routes == 1 and "" or "s") }
   for _, r in ipairs(routes) do
     local from = r.rule and format("-rules rule %d", r.rule) or r.unbound and "-unbound"
       or "google.api.http of the schema"
@@ -470,7 +495,8 @@ local function refresh_task(flags, transport, listener, got, seconds, rest, firs
         local okS, err = #new.services > 0, "no service in the schema"
         if okS then
           local server
-          okS, server = pcall(M.gateway_server, new.pool, transport, new.services, flags.validate)
+          okS, server = pcall(M.gateway_server, new.pool, transport, new.services, flags.validate,
+            flags.timeout)
           if okS then
             okS, err = pcall(listener.set_server, listener, server, not got and rest or nil)
           else
@@ -513,6 +539,7 @@ function M.gateway.run(flags, args)
   if (flags["listen-cert"] == nil) ~= (flags["listen-key"] == nil) then
     usage_error("gateway", "-listen-cert and -listen-key go together")
   end
+  if flags["cors-expose"] and not flags.cors then usage_error("gateway", "-cors-expose: with -cors") end
   common.no_fifo("-listen-cert", flags["listen-cert"])
   common.no_fifo("-listen-key", flags["listen-key"])
   local t = flags.timeout
@@ -585,15 +612,17 @@ function M.gateway.run(flags, args)
   rest.http = http_text
   -- with the upstream unreachable, a server refusing every call until the schema is read (refresh_task)
   local okS, server = true, unreachable and pc.server({})
-  if not unreachable then okS, server = pcall(M.gateway_server, pool, transport, services, flags.validate) end
+  if not unreachable then okS, server = pcall(M.gateway_server, pool, transport, services, flags.validate, t) end
   if not okS then fail(tostring(server)) end
   local addr = flags.listen or "127.0.0.1:8080"
   local ok, listener = pcall(pc.listen, server, addr, { rest = unreachable and {} or rest,
     cert_file = flags["listen-cert"], key_file = flags["listen-key"],
-    cors = flags.cors and { origins = flags.cors } or nil, log = log_handler_error })
+    cors = flags.cors and { origins = flags.cors, expose = flags["cors-expose"] } or nil, log = log_handler_error })
   if not ok then
     local n, why = tostring(listener):match("cors%.origins%[(%d+)%] (must be an origin .-), got ")
     if n then usage_error("gateway", format("-cors '%s': %s", flags.cors[tonumber(n)], why)) end
+    n, why = tostring(listener):match("cors%.expose%[(%d+)%] (must be a header name), got ")
+    if n then usage_error("gateway", format("-cors-expose '%s': %s", flags["cors-expose"][tonumber(n)], why)) end
     fail(rules_error(common.listen_error(listener, { cert_file = "-listen-cert", key_file = "-listen-key" }),
       flags.rules))
   end

@@ -13,7 +13,7 @@ local template = require "protocall.http.template"
 local shown = template.shown
 
 local type, ipairs, pcall, assert = type, ipairs, pcall, assert
-local format, tostring, setmetatable, upper = string.format, tostring, setmetatable, string.upper
+local format, tostring, setmetatable, upper, concat = string.format, tostring, setmetatable, string.upper, table.concat
 local which_oneof, get_extension, has = message.which_oneof, message.get_extension, message.has
 local mipairs = message.ipairs
 
@@ -345,6 +345,25 @@ local function both_shapes(name)
     .. " google.api.Http's at the top level; give one shape", name)
 end
 
+-- The members of the JSON object text `s` (a text the reader took), at
+-- most `max` of them, quoted as they are written: '"type", "name"', then
+-- ", ..." past `max`; and the offset of the object's "{" (from 0).
+local function top_members(s, max)
+  local open = s:find("%S")
+  local names, i = {}, s:find("%S", open + 1)
+  while i and s:sub(i, i) == '"' do
+    if #names == max then
+      names[#names + 1] = "..."
+      break
+    end
+    local name_end = past_value(s, i)
+    names[#names + 1] = s:sub(i, name_end - 1)
+    i = s:find("%S", past_value(s, s:find("%S", s:find(":", name_end, true) + 1)))
+    if i and s:sub(i, i) == "," then i = s:find("%S", i + 1) end
+  end
+  return concat(names, ", "), open - 1
+end
+
 local function http_config(http)
   local Http, Service = config_types()
   if type(http) == "string" then
@@ -359,8 +378,16 @@ local function http_config(http)
     -- (a google.api.Service whose http member does not read: its own error)
     if not svc and serr:find("^%$%.http[.:]") then return nil, rules_error(serr) end
     local m, err = json.from_json(Http, http)
-    if not m then return nil, rules_error(err) end
-    return m
+    if m then return m end
+    -- an object of neither shape (a google.api.Service with "http" misspelt,
+    -- say): google.api.Http's first unknown member would be one of its
+    -- other members; its members named instead, at its "{"
+    if svc and err:find("^%$%.[^.[:]+: no field named ") and not value_offset(http, { "rules" }) then
+      local names, at = top_members(http, 8)
+      return nil, format("http rules: neither google.api.Http (its \"rules\" at the top level) nor a"
+        .. " google.api.Service with an \"http\" member: the top-level members are %s at offset %d", names, at)
+    end
+    return nil, rules_error(err)
   end
   if type(http) ~= "table" then return nil, "http rules: table or JSON text expected, got " .. type(http) end
   if http.http ~= nil then

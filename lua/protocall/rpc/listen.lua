@@ -287,6 +287,22 @@ local function make_ctx(self, call, info)
   return ctx, function() ended = true end
 end
 
+-- Whether the Connect call `call` to the method of `entry` goes to the
+-- REST route of the transcoder `tc` that its HTTP method and path match:
+-- a streaming method called in Connect's unary JSON (application/json,
+-- as a REST client's POST looks), which Connect cannot serve (run_call's
+-- 501, which application/proto still gets: no REST body); a unary
+-- method's call stays Connect's, which connect-go serves.
+local function rest_streaming(tc, entry, call)
+  local info = entry.info
+  if not (info.client_streaming or info.server_streaming) or call:codec() ~= "json"
+      or lower(call:content_type() or ""):find("^%s*application/connect%+") then
+    return false
+  end
+  local m = call:http_method()
+  return tc:match(m == "HEAD" and "GET" or m, call:path()) ~= nil
+end
+
 -- One call, from its headers to its end; a task of the scheduler.
 local function run_call(self, call)
   local refusal = self.refusal -- listener:refuse's
@@ -301,7 +317,8 @@ local function run_call(self, call)
   local server = self.server
   local entry = server.methods[call:path()]
   local proto = self.rest and call:protocol()
-  if proto == "http" or (proto == "connect" and not entry and call:set_http()) then
+  if proto == "http" or (proto == "connect" and (not entry or rest_streaming(self.rest, entry, call))
+      and call:set_http()) then
     rest.serve(self, call)
   elseif not entry then
     call:not_found("unknown method " .. call:path()) -- HTTP 404 over Connect and gRPC-Web
@@ -593,14 +610,17 @@ end
 -- another origin gets no CORS header.
 -- `opts.rest` (off by default) serves REST/JSON on the same address
 -- (doc/gateway.md): true for the google.api.http annotations of the
--- services served, or a table of pc.transcoder's options (`http` rules
+-- services served (the server reflection services left out: gRPC's
+-- alone), or a table of pc.transcoder's options (`http` rules
 -- given apart, `unbound`, `headers`, `timeout`, `timeouts`, `validate`,
 -- `json`, `ignore_unknown_query`, ...; not `services` nor
 -- `max_body_bytes`: max_receive_size bounds the body, 413 "request body
 -- of at least N bytes exceeds the limit of M bytes" past it; with `cors`,
 -- a 405's Allow lists OPTIONS, whose preflights are answered); a
--- request of no RPC protocol, or a POST application/json to a path that
--- names no method, goes to the method its route names, whose handler is
+-- request of no RPC protocol, a POST application/json to a path that
+-- names no method or names a streaming method and matches a route
+-- (Connect's unary protocol cannot call it; a unary method's stays a Connect
+-- call), goes to the method its route names, whose handler is
 -- called in process; failures are google.rpc.Status JSON with
 -- grpc-gateway's HTTP status; a bad option or rule raises "pc.listen:
 -- rest: ..." naming it. Raises on a bad argument or option (naming it), a

@@ -26,6 +26,9 @@ local FILES = {
   v1alpha = "grpc/reflection/v1alpha/reflection.proto",
 }
 local V1, V1ALPHA = "grpc.reflection.v1.ServerReflection", "grpc.reflection.v1alpha.ServerReflection"
+-- The full names of the server reflection services (v1 and v1alpha) ->
+-- true (pc.listen's `rest` leaves them out: rpc/rest.lua).
+M.SERVICES = { [V1] = true, [V1ALPHA] = true }
 local NOT_FOUND, INVALID_ARGUMENT = 5, 3
 
 

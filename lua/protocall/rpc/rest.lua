@@ -11,6 +11,7 @@ local core_module = require "protocall.core"
 local errors = require "protocall.errors"
 local internal = require "protocall.internal"
 local sched = require "protocall.sched"
+local reflection = require "protocall.rpc.reflection"
 local rpc_server = require "protocall.rpc.server"
 local wire = require "protocall.wire"
 
@@ -32,8 +33,9 @@ local REST_KEYS = {
 -- option: true (the google.api.http annotations of the services served)
 -- or a table of pc.transcoder's options (`http` rules given apart,
 -- `unbound`, `headers`, `timeout`, `timeouts`, `validate`, ...; not
--- `services`: the services served; not `max_body_bytes`: pc.listen's
--- max_receive_size bounds the body). nil when `opt` is nil or false.
+-- `services`: the services served but the server reflection ones; not
+-- `max_body_bytes`: pc.listen's max_receive_size bounds the body). nil
+-- when `opt` is nil or false.
 -- Raises "pc.listen: rest: ..." naming the bad option or rule.
 function M.transcoder(server, opt, max_receive)
   if opt == nil or opt == false then return nil end
@@ -47,7 +49,9 @@ function M.transcoder(server, opt, max_receive)
       opts[k] = v
     end
   end
-  local seen, services = {}, {}
+  -- (the server reflection services are gRPC's: reflection clients speak
+  -- it; no route, -unbound's neither)
+  local seen, services = setmetatable({}, { __index = reflection.SERVICES }), {}
   for _, entry in pairs(server.methods) do
     local name = entry.info.full_name:match("^(.*)%.[^.]+$")
     if not seen[name] then

@@ -872,8 +872,13 @@ describe("protocall gateway refusing to start", function()
       ['{"http": {"rules": [{"selector": "s.S.M", "get": "/a"}]},\n "rules": [{"selector": "s.S.N", "get": "/b"}]}'] =
         ":2:11: http rules: a top-level 'rules' beside 'http': google.api.Service's rules go under 'http',"
         .. " google.api.Http's at the top level; give one shape",
-      ['{"rules": [], "name": "x", "http": {}}'] = ":1:11: http rules: a top-level 'rules' beside 'http':"
-        .. " google.api.Service's rules go under 'http', google.api.Http's at the top level; give one shape",
+      ['{"rules": [{"selector": "s.S.N", "get": "/b"}], "name": "x", "http": {}}'] = ":1:11: http rules: a"
+        .. " top-level 'rules' beside 'http': google.api.Service's rules go under 'http', google.api.Http's at the"
+        .. " top level; give one shape",
+      -- a name written with an escape is the same name (no place found for it: the file named alone)
+      ['{"http": {"rules": []}, "\\u0072ules": [{"selector": "s.S.N", "get": "/b"}]}'] = ": http rules: a"
+        .. " top-level 'rules' beside 'http': google.api.Service's rules go under 'http', google.api.Http's at the"
+        .. " top level; give one shape",
       ['{"http": {"rules": []}, "fullyDecodeReservedExpansion": true}'] =
         ":1:57: http rules: a top-level 'fully_decode_reserved_expansion' beside 'http': google.api.Service's"
         .. " rules go under 'http', google.api.Http's at the top level; give one shape",

@@ -335,7 +335,8 @@ end
 
 -- The members of google.api.Http, by proto name, which beside a
 -- google.api.Service's `http` would be skipped (as a Service's other
--- members are): refused instead.
+-- members are): refused instead when they hold something (an empty list,
+-- a null or false loses nothing).
 local HTTP_MEMBERS = { "rules", "fully_decode_reserved_expansion" }
 
 -- What is wrong with the member `name` of google.api.Http given at the
@@ -369,9 +370,14 @@ local function http_config(http)
   if type(http) == "string" then
     local svc, serr = json.from_json(Service, http, { ignore_unknown = true })
     if svc and has(svc, "http") then
+      -- (read as the JSON reader reads names, escapes too; the text is
+      -- searched for a place only then)
+      local top = json.from_json(Http, http, { ignore_unknown = true })
       for _, name in ipairs(HTTP_MEMBERS) do
-        local at = value_offset(http, { name })
-        if at then return nil, format("%s at offset %d", both_shapes(name), at) end
+        if top and (name == "rules" and #top.rules > 0 or name ~= "rules" and top[name]) then
+          local at = value_offset(http, { name })
+          return nil, at and format("%s at offset %d", both_shapes(name), at) or both_shapes(name)
+        end
       end
       return svc.http
     end

@@ -436,6 +436,18 @@ describe("Connect GET served by pc.listen", function()
         assert.are.equal('{"code":5,"message":"no route for GET /web.Calc/Mul","details":[]}', a:match("\n\n(.*)$"))
       end
     end)
+    -- connect=v1 on a REST route's path: a Connect GET of no method, 404 (it was answered as the
+    -- route with its query lost: {} for GET /v1/add/2?connect=v1&...&y=3)
+    serving({ rest = { http = { rules = { { selector = "web.Calc.Add", get = "/v1/add/{x}" } } } } }, function(port)
+      for _, version in ipairs { "--http1.1", "--http2-prior-knowledge" } do
+        local a = curl(version .. " 'http://127.0.0.1:" .. port .. "/v1/add/2?connect=v1&encoding=json&" .. JSON
+          .. "&y=3'")
+        assert.matches("^HTTP/[%d.]+ 404", a)
+        assert.matches("unknown method /v1/add/2 (a Connect GET, connect=v1 in its query, names /pkg.Service/Method)",
+          a, 1, true)
+        assert.matches('\n\n{"total":"5"}$', curl(version .. " 'http://127.0.0.1:" .. port .. "/v1/add/2?y=3'"))
+      end
+    end)
     -- without REST, that URL is a Connect GET (connect-go requires connect=v1 only when told to)
     serving(nil, function(port)
       local a = curl("'http://127.0.0.1:" .. port .. "/web.Calc/Mul?encoding=json&" .. JSON .. "'")

@@ -287,8 +287,8 @@ local function make_ctx(self, call, info)
   return ctx, function() ended = true end
 end
 
--- Whether the Connect call `call` to the method of `entry` goes to the
--- REST route of the transcoder `tc` that its HTTP method and path match:
+-- Whether the Connect POST `call` to the method of `entry` goes to the
+-- REST route of the transcoder `tc` that POST and its path match:
 -- a streaming method called in Connect's unary JSON (application/json,
 -- as a REST client's POST looks), which Connect cannot serve (run_call's
 -- 501, which application/proto still gets: no REST body); a unary
@@ -299,8 +299,7 @@ local function rest_streaming(tc, entry, call)
       or lower(call:content_type() or ""):find("^%s*application/connect%+") then
     return false
   end
-  local m = call:http_method()
-  return tc:match(m == "HEAD" and "GET" or m, call:path()) ~= nil
+  return tc:match("POST", call:path()) ~= nil
 end
 
 -- One call, from its headers to its end; a task of the scheduler.
@@ -317,11 +316,14 @@ local function run_call(self, call)
   local server = self.server
   local entry = server.methods[call:path()]
   local proto = self.rest and call:protocol()
-  if proto == "http" or (proto == "connect" and (not entry or rest_streaming(self.rest, entry, call))
-      and call:set_http()) then
+  -- (a Connect GET, connect=v1 in its query, is no REST request: the
+  -- engine took its query, which REST would have read as fields)
+  local post = proto == "connect" and call:http_method() == "POST"
+  if proto == "http" or (post and (not entry or rest_streaming(self.rest, entry, call)) and call:set_http()) then
     rest.serve(self, call)
   elseif not entry then
-    call:not_found("unknown method " .. call:path()) -- HTTP 404 over Connect and gRPC-Web
+    call:not_found("unknown method " .. call:path() .. (proto == "connect" and not post
+      and " (a Connect GET, connect=v1 in its query, names /pkg.Service/Method)" or "")) -- HTTP 404
   elseif entry.info.client_streaming and entry.info.server_streaming and call:http_version() == 1 then
     -- HTTP/1.1 is half-duplex: a client coded for a full-duplex stream
     -- would wait for answers that come only after its request ends.

@@ -28,7 +28,7 @@ M.gateway = {
   flags = common.with_connect(common.with_schema { listen = "string", rules = "string", header = "list",
     validate = "bool", timeout = "number", unbound = "bool", ["print-routes"] = "bool", ["listen-cert"] = "string",
     ["listen-key"] = "string", cors = "list", refresh = "number" }),
-  usage = "protocall gateway -listen ADDR [-proto FILE ... | -protoset FILE | -refresh SECONDS] [-rules FILE]\n" ..
+  usage = "protocall gateway [-listen ADDR] [-proto FILE ... | -protoset FILE | -refresh SECONDS] [-rules FILE]\n" ..
           "       [-header NAME ...] [-timeout SECONDS] [-validate] [-unbound] [-print-routes]\n" ..
           "       [-cors ORIGIN ...] [-listen-cert FILE -listen-key FILE] [-plaintext | TLS flags] UPSTREAM",
   about = "Serves on ADDR (default 127.0.0.1:8080; port 0 picks a free one) the services of\n" ..
@@ -509,7 +509,13 @@ local function refresh_task(flags, transport, listener, got, seconds, rest, firs
 end
 
 function M.gateway.run(flags, args)
-  if #args ~= 1 then usage_error("gateway", "UPSTREAM expected") end
+  if #args < 1 then usage_error("gateway", "UPSTREAM expected") end
+  if #args > 1 then usage_error("gateway", "unexpected argument '" .. args[2] .. "' (one UPSTREAM expected)") end
+  for _, h in ipairs(flags.header or {}) do -- an HTTP field name is a token (RFC 9110 section 5.1)
+    if not h:find("^[%w!#$%%&'*+%-.^_`|~]+$") then
+      usage_error("gateway", "-header '" .. h:gsub("%c", "?") .. "': not a valid HTTP header name")
+    end
+  end
   if (flags["listen-cert"] == nil) ~= (flags["listen-key"] == nil) then
     usage_error("gateway", "-listen-cert and -listen-key go together")
   end

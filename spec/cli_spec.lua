@@ -219,7 +219,7 @@ describe("protocall's words for a user's slips (a fresh user's review)", functio
   it("names a TARGET or UPSTREAM without a port as typed", function()
     for _, case in ipairs {
       { "call -plaintext 127.0.0.1 demo.Router/Measure", "call", "TARGET '127.0.0.1'" },
-      { "call localhost demo.Router/Measure", "call", "TARGET 'localhost'" },
+      { "call -plaintext localhost demo.Router/Measure", "call", "TARGET 'localhost'" },
       { "call -plaintext [::1] demo.Router/Measure", "call", "TARGET '[::1]'" },
       { "gateway -plaintext 127.0.0.1", "gateway", "UPSTREAM '127.0.0.1'" },
     } do

@@ -644,8 +644,8 @@ end
 -- its scheme in any case (URI schemes are case-insensitive: HTTP://,
 -- Unix:); another scheme (a name before "://", "foo:///bar") fails naming
 -- TARGET as given, and so does a name before ":/" ("localhost:/x"), which
--- is no host:port either, and a host without a port ("TARGET
--- 'localhost': a port is needed (host:port)").
+-- is no host:port either, and a host without a port under -plaintext
+-- ("TARGET 'localhost': a port is needed (host:port)"; TLS's is 443).
 function M.connect(flags, target, cmd)
   local url = (flags.plaintext and "http://" or "https://") .. target
   local scheme = target:match("^([%a][%w+.-]*):")
@@ -664,7 +664,8 @@ function M.connect(flags, target, cmd)
   elseif scheme and target:find("^[^:]*:/") then -- not host:port
     fail(word .. " '" .. quoted .. "': '" .. target:sub(#scheme + 2):gsub("%c", "?") .. "' is no port, and '"
       .. scheme .. ":' no scheme (host:port, " .. SCHEMES .. " expected)")
-  elseif not target:find(":", 1, true) or target:find("^%[.*%]$") then -- a host alone ("[::1]" too)
+  elseif flags.plaintext and (not target:find(":", 1, true) or target:find("^%[.*%]$")) then
+    -- a host alone ("[::1]" too): h2c has no default port (TLS takes 443)
     fail(word .. " '" .. quoted .. "': a port is needed (host:port)")
   end
   if flags.plaintext and (flags.cacert or flags.cert or flags.key or flags.servername or flags.insecure) then

@@ -161,6 +161,123 @@ describe("protocall help", function()
   end)
 end)
 
+describe("protocall's words for a user's slips (a fresh user's review)", function()
+  it("refuses a string flag whose value would be the next flag, naming both, exit 2", function()
+    -- (`timeout`: a gateway that takes such a value serves on, a hang the spec fails)
+    for _, case in ipairs {
+      { "gateway -listen 127.0.0.1:0 -header -plaintext 127.0.0.1:1", "gateway", "header", "-plaintext" },
+      { "call -d -plaintext 127.0.0.1:1 demo.Router/Measure", "call", "d", "-plaintext" },
+      { "call -proto -plaintext 127.0.0.1:1 demo.Router/Measure", "call", "proto", "-plaintext" },
+      { "call -cacert --insecure 127.0.0.1:1 demo.Router/Measure", "call", "cacert", "--insecure" },
+      { "gateway -rules -proto=x.proto 127.0.0.1:1", "gateway", "rules", "-proto=x.proto" },
+      { "gateway -listen -h 127.0.0.1:1", "gateway", "listen", "-h" },
+      { "decode -I -Iexamples demo.Route", "decode", "I", "-Iexamples" },
+      { "serve -cert -key k.pem s.lua", "serve", "cert", "-key" },
+    } do
+      local out, err, code = run("timeout 10 " .. BIN .. " " .. case[1])
+      assert.are.equal(2, code, case[1] .. ": " .. err)
+      assert.are.equal("", out)
+      local want = "protocall " .. case[2] .. ": flag -" .. case[3] .. " needs a value (got the flag " .. case[4]
+        .. ")\nusage: "
+      assert.are.equal(want, err:sub(1, #want), case[1])
+    end
+    -- a value that is no flag of the command, or given with '=', is taken
+    local _, err, code = run(BIN .. " decode -format -raw " .. ROUTE .. " demo.Route")
+    assert.are.equal(2, code)
+    assert.matches("needs a value (got the flag -raw)", err, 1, true)
+    _, err, code = run(BIN .. " call -plaintext " .. ROUTE .. " -d=-v 127.0.0.1:1 demo.Router/Measure")
+    assert.are.equal(1, code)
+    assert.matches("^protocall call: request: ", err)
+    -- a number flag's value: refused as no number
+    _, err, code = run(BIN .. " call -max-time -plaintext 127.0.0.1:1 demo.Router/Measure")
+    assert.are.equal(2, code)
+    assert.matches("flag -max-time: a finite number >= 0 expected, got '-plaintext'", err, 1, true)
+  end)
+
+  it("refuses a -header that is no HTTP header name at start, naming the flag, exit 2", function()
+    for _, h in ipairs { "x bad", "x:y", "" } do
+      local out, err, code = run("timeout 10 " .. BIN .. " gateway -listen 127.0.0.1:0 -plaintext " .. ROUTE
+        .. " -header '" .. h .. "' 127.0.0.1:1")
+      assert.are.equal(2, code, err)
+      assert.are.equal("", out)
+      local want = "protocall gateway: -header '" .. h .. "': not a valid HTTP header name\nusage: "
+      assert.are.equal(want, err:sub(1, #want))
+    end
+  end)
+
+  it("names an argument past those a command takes", function()
+    local out, err, code = run(BIN .. " call -plaintext " .. ROUTE .. " 127.0.0.1:1 demo.Router/Measure extra")
+    assert.are.equal(2, code)
+    assert.are.equal("", out)
+    assert.matches("^protocall call: unexpected argument 'extra' %(TARGET and pkg.Service/Method expected%)\n", err)
+    out, err, code = run("timeout 10 " .. BIN .. " gateway -plaintext " .. ROUTE .. " 127.0.0.1:1 more")
+    assert.are.equal(2, code)
+    assert.are.equal("", out)
+    assert.matches("^protocall gateway: unexpected argument 'more' %(one UPSTREAM expected%)\n", err)
+  end)
+
+  it("names a TARGET or UPSTREAM without a port as typed", function()
+    for _, case in ipairs {
+      { "call -plaintext 127.0.0.1 demo.Router/Measure", "call", "TARGET '127.0.0.1'" },
+      { "call -plaintext localhost demo.Router/Measure", "call", "TARGET 'localhost'" },
+      { "call -plaintext [::1] demo.Router/Measure", "call", "TARGET '[::1]'" },
+      { "gateway -plaintext 127.0.0.1", "gateway", "UPSTREAM '127.0.0.1'" },
+    } do
+      local out, err, code = run("timeout 10 " .. BIN .. " " .. case[2] .. " " .. ROUTE .. case[1]:sub(#case[2] + 1))
+      assert.are.equal(1, code, err)
+      assert.are.equal("", out)
+      assert.are.equal("protocall " .. case[2] .. ": " .. case[3] .. ": a port is needed (host:port)\n", err)
+    end
+    -- a URL typed as such: pc.grpc's words, the URL as typed
+    local _, err = run(BIN .. " call " .. ROUTE .. " http://127.0.0.1 demo.Router/Measure")
+    assert.are.equal("protocall call: TARGET 'http://127.0.0.1': h2c needs a port (http://host:port)\n", err)
+  end)
+
+  it("names the -d @FILE a request failed in, and a file that cannot be read", function()
+    local bad = write_tmp('{"name": "r", "points": [{"x": "y"}]}')
+    local point = write_tmp('{"x": 1} {"x": "y"}')
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir " .. dir))
+    for _, case in ipairs {
+      { "Measure", bad, "-d @" .. bad .. ": request: $.points[0].x: " },
+      { "Record", point, "-d @" .. point .. ": request 2: $.x: " },
+      { "Measure", "/nonexistent/nope.json", "-d @/nonexistent/nope.json: cannot be read: No such file or "
+        .. "directory\n" },
+      { "Measure", dir, "-d @" .. dir .. ": cannot be read: Is a directory\n" },
+    } do
+      local out, err, code = run(BIN .. " call -plaintext " .. ROUTE .. " -d @" .. case[2]
+        .. " 127.0.0.1:1 demo.Router/" .. case[1])
+      assert.are.equal(1, code, err)
+      assert.are.equal("", out)
+      assert.are.equal("protocall call: " .. case[3], err:sub(1, 16 + #case[3]), case[1])
+    end
+    os.remove(bad)
+    os.remove(point)
+    os.remove(dir)
+  end)
+
+  it("calls bash's -d @<(cmd) a pipe when its writer is waited out", function()
+    local line = BIN .. " call -plaintext " .. ROUTE .. " -max-time 0.5 -d @<(sleep 3) 127.0.0.1:1 demo.Router/Measure"
+    local out, err, code = run("bash -c " .. ("%q"):format(line))
+    assert.are.equal(64 + 4, code, err)
+    assert.are.equal("", out)
+    assert.matches("^ERROR: code = DEADLINE_EXCEEDED, message = deadline exceeded waiting for pipe '/dev/fd/%d+' "
+      .. "%(%-max%-time 0%.5%)\n$", err)
+  end)
+
+  it("says in help what TARGET, -d @- and -listen's default are", function()
+    local out = run(BIN .. " help call")
+    assert.matches("@ or @- reads standard input", out, 1, true)
+    assert.matches("[-d JSON|@|@-|@FILE]", out, 1, true)
+    assert.matches("http://host:port h2c and https://host:port TLS whatever\n-plaintext says", out, 1, true)
+    out = run(BIN .. " help gateway")
+    assert.matches("^usage: protocall gateway %[%-listen ADDR%] ", out)
+    out = run(BIN .. " help serve")
+    assert.matches("The script loads its\nservices' schema itself", out, 1, true)
+  end)
+end)
+
 describe("protocall decode", function()
   it("prints a message as text, and fails on bad input with one line", function()
     local bytes = "\10\3abc\18\4\8\1\16\2" -- name "abc", points { x 1 y 2 }
@@ -581,7 +698,7 @@ describe("protocall call", function()
     local out, err, code = run(BIN .. " call -plaintext " .. FAULTS .. " localhost faults.Faults/Echo")
     assert.are.equal(1, code)
     assert.are.equal("", out)
-    assert.are.equal("protocall call: pc.grpc: target 'http://localhost': h2c needs a port (http://host:port)\n", err)
+    assert.are.equal("protocall call: TARGET 'localhost': a port is needed (host:port)\n", err)
     out, err, code = call("-H 'grpc-timeout: 1S' TARGET faults.Faults/Echo")
     assert.are.equal(2, code) -- a usage error
     assert.are.equal("", out)
@@ -601,7 +718,7 @@ describe("protocall call", function()
     out, err, code = call("TARGET/faults.Faults/Echo faults.Faults/Echo")
     assert.are.equal(1, code)
     assert.are.equal("", out)
-    assert.matches("^protocall call: pc.grpc: target 'http://127.0.0.1:%d+/faults.Faults/Echo': a path "
+    assert.matches("^protocall call: TARGET '127.0.0.1:%d+/faults.Faults/Echo': a path "
       .. "%('/faults.Faults/Echo'%) is not allowed: a target is host:port %(the method is the path%)\n$", err)
     out, err, code = call("-retry-attempts 1.5 TARGET faults.Faults/Echo")
     assert.are.equal(2, code)
@@ -673,7 +790,7 @@ describe("protocall call", function()
     local file = write_tmp("\n")
     local _, err = call("-d @" .. file .. " TARGET faults.Faults/Echo")
     os.remove(file)
-    assert.are.equal("protocall call: request: the request document is empty (" .. file .. "): give a JSON "
+    assert.are.equal("protocall call: -d @" .. file .. ": request: the request document is empty: give a JSON "
       .. "object, {} for an empty message\n", err)
   end)
 
@@ -823,7 +940,8 @@ describe("protocall call to dns:, ipv4: and ipv6: targets", function()
       local out, err, code = run(BIN .. " " .. cmd)
       assert.are.equal(1, code, cmd)
       assert.are.equal("", out)
-      assert.matches("^protocall %a+: TARGET '[fF]oo:/+bar': unknown scheme '[fF]oo:' %(host:port, http://, https://, "
+      assert.matches("^protocall %a+: " .. (cmd:find("^gateway") and "UPSTREAM" or "TARGET")
+        .. " '[fF]oo:/+bar': unknown scheme '[fF]oo:' %(host:port, http://, https://, "
         .. "dns:, ipv4:, ipv6:, unix:, unix%-abstract: or xds: expected%)\n$", err)
     end
   end)
@@ -1802,6 +1920,16 @@ return { ["d.S"] = { M = function(p) return p end } }
     assert.matches("^google.api.http is an extension:\n", got["google.api.http"][1])
   end)
 
+  it("names the script and the fix when a service it returns has no schema loaded", function()
+    local script = write_tmp('return { ["gw.Greeter"] = { SayHello = function() return {} end } }')
+    local out, err, code = run("timeout 10 " .. BIN .. " serve -listen 127.0.0.1:0 " .. script)
+    os.remove(script)
+    assert.are.equal(1, code, err)
+    assert.are.equal("", out)
+    assert.are.equal("protocall serve: " .. script .. ": unknown service 'gw.Greeter': the script loads its services' "
+      .. 'schema before it returns them (pc.load_file("its.proto"))\n', err)
+  end)
+
   it("serves the services a script returns, with health and reflection on", function()
     local port, pid = serve("-listen 127.0.0.1:0 examples/route_services.lua")
     local ok, e = pcall(function()
@@ -2026,7 +2154,7 @@ return { ["d.S"] = { M = function(p) return p end } }
       { "-max-time 30 -d @", "head -c 100000000 /dev/zero | ", "standard input:" },
       { "-d @", "head -c 100000000 /dev/zero | ", "standard input:" },
       { "-max-time 30 -d @", "cat " .. big .. " | ", "standard input:" },
-      { "-d @" .. big, "", big .. ":" },
+      { "-d @" .. big, "", "-d @" .. big .. ":" },
     } do
       local out, err, code = run(case[2] .. BIN .. " call -plaintext " .. ROUTE .. " " .. case[1]
         .. " 127.0.0.1:1 demo.Router/Measure")
@@ -2042,7 +2170,8 @@ return { ["d.S"] = { M = function(p) return p end } }
     local long = write_tmp('{"x": 1} "' .. ("a"):rep(4 * 1024 * 1024) .. '"')
     local want = " the request document is over 4194304 bytes (4 MiB, gRPC's default maximum message size)\n"
     -- a file's documents are read before the call: none starts
-    for _, case in ipairs { { long, long .. " at offset 9:" }, { "/dev/zero", "/dev/zero at offset 0:" } } do
+    for _, case in ipairs { { long, "-d @" .. long .. " at offset 9:" },
+                            { "/dev/zero", "-d @/dev/zero at offset 0:" } } do
       local out, err, code = run(BIN .. " call -plaintext " .. ROUTE .. " -d @" .. case[1]
         .. " 127.0.0.1:1 demo.Router/Record")
       assert.are.equal("protocall call: " .. case[2] .. want, err, case[1])

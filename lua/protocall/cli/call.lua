@@ -34,30 +34,32 @@ M.call = {
     servername = "string", insecure = "bool", retry = "string", ["connect-timeout"] = "number",
     protocol = "string", get = "bool", http1 = "bool",
   },
-  usage = "protocall call [schema flags] [-d JSON|@|@FILE] [-H 'key: value']... [-max-time S]\n" ..
+  usage = "protocall call [schema flags] [-d JSON|@|@-|@FILE] [-H 'key: value']... [-max-time S]\n" ..
           "       [-connect-timeout S] [-retry-attempts N | -retry JSON] [-gzip] [-format json|text]\n" ..
           "       [-protocol grpc|grpcweb|connect [-get] [-http1]]\n" ..
           "       [-emit-defaults]\n" ..
           "       [-plaintext | [-cacert FILE | -insecure] [-cert FILE -key FILE] [-servername NAME]]\n" ..
           "       [-v] TARGET pkg.Service/Method",
-  about = "Calls a method over gRPC, any call shape (TARGET is host:port; TLS unless\n" ..
-          "-plaintext; dns:///name:port, dns://IP:PORT/name:port, ipv4:/ipv6: lists,\n" ..
+  about = "Calls a method over gRPC, any call shape (TARGET is host:port, TLS unless\n" ..
+          "-plaintext; a URL, http://host:port h2c and https://host:port TLS whatever\n" ..
+          "-plaintext says; dns:///name:port, dns://IP:PORT/name:port, ipv4:/ipv6: lists,\n" ..
           "unix:/path, unix-abstract:name and xds:///name with -plaintext, as pc.grpc takes\n" ..
-          "them). The request is JSON from -d (@ reads standard input, @FILE a file; none:\n" ..
-          "an empty message); a client or bidirectional stream sends every JSON document of\n" ..
-          "it (concatenated or one per line), from standard input each one as soon as it is\n" ..
-          "whole, the call started (the sending side closes at its end). Each response is\n" ..
-          "printed as it arrives. Without schema flags the schema comes from TARGET's server\n" ..
-          "reflection service. Exits 0 on OK, otherwise 64 + the status code, with\n" ..
-          "`ERROR: code = ..., message = ...` on stderr. TLS: -cacert verifies the server\n" ..
-          "against FILE (default: the system store), -cert/-key give a client certificate,\n" ..
-          "-servername the name to verify and send, -insecure skips verification (test\n" ..
-          "servers only). -retry takes a service config retryPolicy, every field required\n" ..
-          "({\"maxAttempts\": 3, \"initialBackoff\": \"0.1s\", \"maxBackoff\": \"1s\",\n" ..
-          "\"backoffMultiplier\": 2, \"retryableStatusCodes\": [\"UNAVAILABLE\"]}) or a whole\n" ..
-          "service config. -v prints the response headers, trailers and timing to stderr.\n" ..
+          "them). The request is JSON from -d (@ or @- reads standard input, @FILE a file or\n" ..
+          "pipe; none: an empty message); a client or bidirectional stream sends every\n" ..
+          "JSON document of it (concatenated or one per line), from standard input each one\n" ..
+          "as soon as it is whole, the call started (the sending side closes at its end).\n" ..
+          "Each response is printed as it arrives. Without schema flags the schema comes\n" ..
+          "from TARGET's server reflection service. Exits 0 on OK, otherwise 64 + the\n" ..
+          "status code, with `ERROR: code = ..., message = ...` on stderr. TLS: -cacert\n" ..
+          "verifies the server against FILE (default: the system store), -cert/-key give a\n" ..
+          "client certificate, -servername the name to verify and send, -insecure skips\n" ..
+          "verification (test servers only). -retry takes a service config retryPolicy,\n" ..
+          "every field required ({\"maxAttempts\": 3, \"initialBackoff\": \"0.1s\",\n" ..
+          "\"maxBackoff\": \"1s\", \"backoffMultiplier\": 2, \"retryableStatusCodes\":\n" ..
+          "[\"UNAVAILABLE\"]}) or a whole service config. -v prints the response headers,\n" ..
+          "trailers and timing to stderr.\n" ..
           "-max-time is the call's deadline (0: none, as without it), the wait for\n" ..
-          "standard input (or a FIFO's, -d @FIFO, its writer's coming too) included.\n" ..
+          "standard input (or a FIFO's or pipe's, -d @FIFO, its writer's coming too) included.\n" ..
           "-connect-timeout bounds connecting, TLS and the server's SETTINGS: UNAVAILABLE past it.\n" ..
           "-protocol picks the protocol over HTTP/2 (as buf curl's): grpc (the default),\n" ..
           "grpcweb (gRPC-Web) or connect (the Connect protocol); reflection then goes over it\n" ..
@@ -288,27 +290,35 @@ local function read_by(source, what, deadline, add)
   end
 end
 
+-- What the FIFO `path` of -d @FIFO is called: a pipe when it is one by
+-- its descriptor's name (bash's -d @<(cmd): /dev/fd/63), else a FIFO.
+local function fifo_name(path)
+  local pipe = path:find("^/dev/fd/%d+$") or path:find("^/proc/[%w]+/fd/%d+$")
+  return (pipe and "pipe '" or "FIFO '") .. path .. "'"
+end
+
 -- The FIFO (or pipe: bash's -d @<(cmd)) `path` whole, by `deadline`, as
 -- read_by reads it: its open waits for no writer, so -max-time bounds
 -- the wait for one too.
 local function fifo_by(path, deadline, add)
   local fifo, why = open_fifo(path)
-  if not fifo then fail(path .. ": " .. why) end
-  local ok, data = pcall(read_by, fifo, path, deadline, add)
+  if not fifo then fail("-d @" .. path .. ": cannot be read: " .. why) end
+  local ok, data = pcall(read_by, fifo, "-d @" .. path, deadline, add)
   fifo:close()
   if not ok then error(data, 0) end
   return data
 end
 
--- File `path` whole, into `add`.
+-- File `path` whole, into `add`; fails as -cacert's file does ("-d
+-- @x.json: cannot be read: No such file or directory").
 local function file_by(path, add)
   local f, why = io.open(path, "rb")
-  if not f then fail(why) end -- "x.json: No such file or directory"
+  if not f then fail("-d @" .. path .. ": cannot be read: " .. common.io_reason(path, why)) end
   while true do
     local chunk, err = f:read(65536)
     if chunk == nil then
       f:close()
-      if err then fail(path .. ": " .. err) end -- "Is a directory"
+      if err then fail("-d @" .. path .. ": cannot be read: " .. common.io_reason(path, err)) end -- "Is a directory"
       return add(nil)
     end
     local ok, e = pcall(add, chunk)
@@ -321,21 +331,26 @@ end
 
 -- Why the request document `doc` of the -d flag `d`, which pc.from_json
 -- refused, is not one for method `m` (a unary or server-streaming one):
--- it is empty, or it is several documents; nil when it is one.
+-- it is empty, or it is several documents; nil when it is one. (A file's
+-- failure leads with "-d @FILE: ", which says where.)
 local function one_document(doc, d, m)
   local ok, docs = pcall(json_documents, doc)
   if not ok or #docs == 1 then return nil end
-  local from = (d == "@" or d == "@-") and "standard input" or d:sub(1, 1) == "@" and d:sub(2) or "-d"
+  local stdin, file = d == "@" or d == "@-", d and d:sub(1, 1) == "@"
   if #docs == 0 then
-    return format("the request document is empty (%s): give a JSON object, {} for an empty message", from)
+    return format("the request document is empty%s: give a JSON object, {} for an empty message",
+      stdin and " (standard input)" or file and "" or " (-d)")
   end
   return format("%s takes one request document (a %s method), %s holds %d", m.full_name,
-    m.server_streaming and "server-streaming" or "unary", from, #docs)
+    m.server_streaming and "server-streaming" or "unary", stdin and "standard input" or file and "it" or "-d", #docs)
 end
 
 function M.call.run(flags, args)
   local fmt = check_format("call", flags, { "json", "text" })
-  if #args ~= 2 then usage_error("call", "TARGET and pkg.Service/Method expected") end
+  if #args < 2 then usage_error("call", "TARGET and pkg.Service/Method expected") end
+  if #args > 2 then
+    usage_error("call", "unexpected argument '" .. args[3] .. "' (TARGET and pkg.Service/Method expected)")
+  end
   local target, method = args[1], args[2]
   local service, name = method:match("^/?([%w_.]+)[/.]([%w_]+)$")
   if not service then usage_error("call", "method '" .. method .. "': pkg.Service/Method expected") end
@@ -377,18 +392,20 @@ function M.call.run(flags, args)
   -- standard input by the -max-time deadline.
   local stdin = data == "@" or data == "@-"
   local from_stdin = m.client_streaming and stdin
+  -- a file's request failing names it ("-d @x.json: request: $.n: ...")
+  local source = not stdin and data and data:sub(1, 1) == "@" and "-d " .. data .. ": " or nil
   if from_stdin then data = nil
   elseif stdin or data and data:sub(1, 1) == "@" and file_kind(data:sub(2)) == "fifo" then
     local path = not stdin and data:sub(2)
-    local add = request_sink(path or "standard input", m.client_streaming)
+    local add = request_sink(path and "-d @" .. path or "standard input", m.client_streaming)
     if path then data = fifo_by(path, deadline, add) else data = read_by(0, "standard input", deadline, add) end
     if not data then
       stderr:write("ERROR: code = DEADLINE_EXCEEDED, message = deadline exceeded waiting for "
-        .. (path and "FIFO '" .. path .. "'" or "standard input") .. format(" (-max-time %g)\n", max_time))
+        .. (path and fifo_name(path) or "standard input") .. format(" (-max-time %g)\n", max_time))
       return 64 + pc.codes.DEADLINE_EXCEEDED
     end
   elseif data and data:sub(1, 1) == "@" then
-    data = file_by(data:sub(2), request_sink(data:sub(2), m.client_streaming))
+    data = file_by(data:sub(2), request_sink("-d @" .. data:sub(2), m.client_streaming))
   end
   -- A client stream sends every JSON document of the data (concatenated or
   -- one per line: a list once read from a file); the other shapes take one.
@@ -403,7 +420,9 @@ function M.call.run(flags, args)
       if not ok then err = why end
     end
     if err and not m.client_streaming then err = one_document(doc, flags.d, m) or err end
-    if err then fail("request" .. (m.client_streaming and format(" %d", i) or "") .. ": " .. tostring(err)) end
+    if err then
+      fail((source or "") .. "request" .. (m.client_streaming and format(" %d", i) or "") .. ": " .. tostring(err))
+    end
     requests[i] = request
   end
   local request = requests[1]

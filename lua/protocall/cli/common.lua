@@ -64,8 +64,22 @@ function M.listen_error(err, names)
   return (msg:gsub(" of cert_file$", function() return names.cert_file and " of " .. names.cert_file end))
 end
 
+-- name, value = flag_of(a, spec): the flag's name the argument `a` is
+-- (-name, --name, -name=value, --name=value, protoc's -Idir when `spec`
+-- has -I) and its value given with it (nil: none), or nil.
+local function flag_of(a, spec)
+  local name, value = a:match("^%-%-?([%w][%w%-]*)=(.*)$")
+  if not name and spec.I and a:match("^%-I.") then name, value = "I", a:sub(3) end -- protoc's -Idir
+  if not name then name = a:match("^%-%-?([%w][%w%-]*)$") end
+  return name, value
+end
+
 --- flags, rest = parse(cmd, spec, args, first): the flags of command `cmd`
--- (kinds `spec`) in args[first..], and the other arguments in order.
+-- (kinds `spec`) in args[first..], and the other arguments in order. A
+-- string or list flag's value that is the next argument is refused when
+-- that argument is one of the command's flags ("-header -plaintext":
+-- -plaintext is no header name); a number flag takes it and refuses it
+-- as no number.
 function M.parse(cmd, spec, args, first)
   local flags, rest = {}, {}
   local i = first
@@ -75,9 +89,7 @@ function M.parse(cmd, spec, args, first)
       for j = i + 1, #args do rest[#rest + 1] = args[j] end
       break
     end
-    local name, value = a:match("^%-%-?([%w][%w%-]*)=(.*)$")
-    if not name and spec.I and a:match("^%-I.") then name, value = "I", a:sub(3) end -- protoc's -Idir
-    if not name then name = a:match("^%-%-?([%w][%w%-]*)$") end
+    local name, value = flag_of(a, spec)
     if name and a ~= "-" then
       local kind = spec[name]
       if kind == nil and (name == "h" or name == "help") then -- grpcurl's -help: the usage, exit 0
@@ -92,6 +104,10 @@ function M.parse(cmd, spec, args, first)
           i = i + 1
           value = args[i]
           if value == nil then usage_error(cmd, "flag -" .. name .. " needs a value") end
+          local next_flag = kind ~= "number" and flag_of(value, spec)
+          if next_flag and (spec[next_flag] or next_flag == "h" or next_flag == "help") then
+            usage_error(cmd, "flag -" .. name .. " needs a value (got the flag " .. value .. ")")
+          end
         end
         if kind == "list" then
           flags[name] = flags[name] or {}
@@ -114,13 +130,14 @@ function M.parse(cmd, spec, args, first)
   return flags, rest
 end
 
--- why = io_reason(path, err): io's error text about file `path` without
+--- why = io_reason(path, err): io's error text about file `path` without
 -- its "path: " prefix ("No such file or directory").
 local function io_reason(path, err)
   local why = tostring(err)
   if why:sub(1, #path + 2) == path .. ": " then return why:sub(#path + 3) end
   return why
 end
+M.io_reason = io_reason
 
 --- s = read_input(path [, flag]): the bytes of file `path`, or of standard
 -- input for nil or "-". Fails saying why ("x.json: No such file or
@@ -622,28 +639,34 @@ local function check_tls_file(flag, path, not_pem)
 end
 
 --- transport = connect(flags, target, cmd): the pc.grpc transport to
--- TARGET with the connection flags: host:port as http:// (-plaintext) or
--- https://, a URL or one of H2C_SCHEMES as it is, its scheme in any case
--- (URI schemes are case-insensitive: HTTP://, Unix:); another scheme (a
--- name before "://", "foo:///bar") fails naming TARGET as given, and so
--- does a name before ":/" ("localhost:/x"), which is no host:port either.
+-- TARGET (the gateway's UPSTREAM) with the connection flags: host:port as
+-- http:// (-plaintext) or https://, a URL or one of H2C_SCHEMES as it is,
+-- its scheme in any case (URI schemes are case-insensitive: HTTP://,
+-- Unix:); another scheme (a name before "://", "foo:///bar") fails naming
+-- TARGET as given, and so does a name before ":/" ("localhost:/x"), which
+-- is no host:port either, and a host without a port under -plaintext
+-- ("TARGET 'localhost': a port is needed (host:port)"; TLS's is 443).
 function M.connect(flags, target, cmd)
   local url = (flags.plaintext and "http://" or "https://") .. target
   local scheme = target:match("^([%a][%w+.-]*):")
   local name = scheme and scheme:lower()
   local h2c = false
   for _, known in ipairs(H2C_SCHEMES) do h2c = h2c or name == known end
+  local word = cmd == "gateway" and "UPSTREAM" or "TARGET"
   local quoted = target:gsub("%c", "?")
   if (name == "http" or name == "https") and target:find("^[^:]*://") or h2c then
     if h2c and not flags.plaintext then
-      usage_error(cmd, "a " .. name .. ": TARGET is h2c: give -plaintext (for TLS, https://host:port)")
+      usage_error(cmd, "a " .. name .. ": " .. word .. " is h2c: give -plaintext (for TLS, https://host:port)")
     end
     url = name .. target:sub(#scheme + 1)
   elseif scheme and target:find("^[^:]*://") then
-    fail("TARGET '" .. quoted .. "': unknown scheme '" .. scheme .. ":' (host:port, " .. SCHEMES .. " expected)")
+    fail(word .. " '" .. quoted .. "': unknown scheme '" .. scheme .. ":' (host:port, " .. SCHEMES .. " expected)")
   elseif scheme and target:find("^[^:]*:/") then -- not host:port
-    fail("TARGET '" .. quoted .. "': '" .. target:sub(#scheme + 2):gsub("%c", "?") .. "' is no port, and '" .. scheme
-      .. ":' no scheme (host:port, " .. SCHEMES .. " expected)")
+    fail(word .. " '" .. quoted .. "': '" .. target:sub(#scheme + 2):gsub("%c", "?") .. "' is no port, and '"
+      .. scheme .. ":' no scheme (host:port, " .. SCHEMES .. " expected)")
+  elseif flags.plaintext and (not target:find(":", 1, true) or target:find("^%[.*%]$")) then
+    -- a host alone ("[::1]" too): h2c has no default port (TLS takes 443)
+    fail(word .. " '" .. quoted .. "': a port is needed (host:port)")
   end
   if flags.plaintext and (flags.cacert or flags.cert or flags.key or flags.servername or flags.insecure) then
     usage_error(cmd, "-plaintext takes no TLS flag (-cacert, -cert, -key, -servername, -insecure)")
@@ -680,7 +703,10 @@ function M.connect(flags, target, cmd)
     transport_opts.connect_timeout = ct
   end
   local ok, transport = pcall(pc.grpc, url, transport_opts) -- pc.grpc's errors name no position here
-  if not ok then fail(tostring(transport)) end
+  if not ok then -- a target the user typed as pc.grpc took it: named as typed
+    fail((tostring(transport):gsub("^pc%.grpc: target '" .. url:gsub("%p", "%%%0") .. "'", function()
+      return word .. " '" .. quoted .. "'" end)))
+  end
   return transport
 end
 

@@ -28,7 +28,7 @@ M.gateway = {
   flags = common.with_connect(common.with_schema { listen = "string", rules = "string", header = "list",
     validate = "bool", timeout = "number", unbound = "bool", ["print-routes"] = "bool", ["listen-cert"] = "string",
     ["listen-key"] = "string", cors = "list", ["cors-expose"] = "list", refresh = "number" }),
-  usage = "protocall gateway -listen ADDR [-proto FILE ... | -protoset FILE | -refresh SECONDS] [-rules FILE]\n" ..
+  usage = "protocall gateway [-listen ADDR] [-proto FILE ... | -protoset FILE | -refresh SECONDS] [-rules FILE]\n" ..
           "       [-header NAME ...] [-timeout SECONDS] [-validate] [-unbound] [-print-routes]\n" ..
           "       [-cors ORIGIN ... [-cors-expose NAME ...]] [-listen-cert FILE -listen-key FILE]\n" ..
           "       [-plaintext | TLS flags] UPSTREAM",
@@ -535,7 +535,13 @@ local function refresh_task(flags, transport, listener, got, seconds, rest, firs
 end
 
 function M.gateway.run(flags, args)
-  if #args ~= 1 then usage_error("gateway", "UPSTREAM expected") end
+  if #args < 1 then usage_error("gateway", "UPSTREAM expected") end
+  if #args > 1 then usage_error("gateway", "unexpected argument '" .. args[2] .. "' (one UPSTREAM expected)") end
+  for _, h in ipairs(flags.header or {}) do -- an HTTP field name is a token (RFC 9110 section 5.1)
+    if not h:find("^[%w!#$%%&'*+%-.^_`|~]+$") then
+      usage_error("gateway", "-header '" .. h:gsub("%c", "?") .. "': not a valid HTTP header name")
+    end
+  end
   if (flags["listen-cert"] == nil) ~= (flags["listen-key"] == nil) then
     usage_error("gateway", "-listen-cert and -listen-key go together")
   end

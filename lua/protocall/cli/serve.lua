@@ -18,11 +18,12 @@ M.serve = {
           "gRPC on ADDR (default 127.0.0.1:50051; port 0 picks a free one): a table of\n" ..
           "handler tables ({[\"pkg.Service\"] = {Method = function(request, ctx) ... end}})\n" ..
           "is served with grpc.health.v1.Health and server reflection (v1, v1alpha) on;\n" ..
-          "a pc.server{...} the script built is served as it is. h2c, or TLS with -cert\n" ..
-          "and -key (mutual TLS with -client-ca). Prints `listening on HOST:PORT` to\n" ..
-          "stderr and serves until the process is stopped. A handler's error other than\n" ..
-          "a pc.Error is printed to stderr with its traceback (the caller gets UNKNOWN\n" ..
-          "\"unexpected error in the handler\").",
+          "a pc.server{...} the script built is served as it is. The script loads its\n" ..
+          "services' schema itself (pc.load_file(\"its.proto\") before it returns them).\n" ..
+          "h2c, or TLS with -cert and -key (mutual TLS with -client-ca). Prints\n" ..
+          "`listening on HOST:PORT` to stderr and serves until the process is stopped.\n" ..
+          "A handler's error other than a pc.Error is printed to stderr with its\n" ..
+          "traceback (the caller gets UNKNOWN \"unexpected error in the handler\").",
   example = "protocall serve -listen 127.0.0.1:50051 examples/route_services.lua",
 }
 
@@ -58,6 +59,11 @@ function M.serve.run(flags, args)
   elseif type(got) == "table" then
     -- (in pcall: the script's mistake names no position of serve's)
     local ok, s = pcall(pc.server, got, { health = true, reflection = true })
+    local unknown = not ok and tostring(s):match("^pc%.server: (unknown service '.*')$")
+    if unknown then -- the services' schema is the script's to load, into the default pool
+      fail(args[1] .. ": " .. unknown .. ": the script loads its services' schema before it returns them "
+        .. "(pc.load_file(\"its.proto\"))")
+    end
     if not ok then fail(tostring(s)) end
     server = s
   else

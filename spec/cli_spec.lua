@@ -957,6 +957,14 @@ describe("protocall call to dns:, ipv4: and ipv6: targets", function()
         .. "' is no port, and '" .. c[3] .. ":' no scheme (host:port, http://, https://, dns:, ipv4:, ipv6:, unix:, "
         .. "unix-abstract: or xds: expected)\n", err)
     end
+    -- http:/ or https:/ lacks a slash; a huge TARGET is quoted cut at 80 bytes
+    local out, err, code = run(BIN .. " call -plaintext http:/127.0.0.1:1 x.S/M")
+    assert.are.same({ "", "protocall call: TARGET 'http:/127.0.0.1:1': 'http:' takes '//' (http://host:port)\n", 1 },
+      { out, err, code })
+    out, err, code = run(BIN .. " call localhost:/" .. ("x"):rep(5000) .. " x.S/M")
+    assert.are.same({ "", "protocall call: TARGET 'localhost:/" .. ("x"):rep(69) .. "...': '/" .. ("x"):rep(79)
+      .. "...' is no port, and 'localhost:' no scheme (host:port, http://, https://, dns:, ipv4:, ipv6:, unix:, "
+      .. "unix-abstract: or xds: expected)\n", 1 }, { out, err, code })
   end)
 end)
 

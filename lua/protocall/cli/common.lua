@@ -4,6 +4,7 @@
 local pc = require "protocall"
 local reflection = require "protocall.rpc.reflection"
 local text_format = require "protocall.text"
+local shown = require("protocall.http.template").shown
 
 local error, pairs, ipairs, tostring, tonumber, pcall, getmetatable, setmetatable =
   error, pairs, ipairs, tostring, tonumber, pcall, getmetatable, setmetatable
@@ -644,7 +645,7 @@ end
 -- its scheme in any case (URI schemes are case-insensitive: HTTP://,
 -- Unix:); another scheme (a name before "://", "foo:///bar") fails naming
 -- TARGET as given, and so does a name before ":/" ("localhost:/x"), which
--- is no host:port either, and a host without a port under -plaintext
+-- is no host:port either ("http:/x": its '//' missing), and a host without a port under -plaintext
 -- ("TARGET 'localhost': a port is needed (host:port)"; TLS's is 443).
 function M.connect(flags, target, cmd)
   local url = (flags.plaintext and "http://" or "https://") .. target
@@ -653,8 +654,10 @@ function M.connect(flags, target, cmd)
   local h2c = false
   for _, known in ipairs(H2C_SCHEMES) do h2c = h2c or name == known end
   local word = cmd == "gateway" and "UPSTREAM" or "TARGET"
-  local quoted = target:gsub("%c", "?")
-  if (name == "http" or name == "https") and target:find("^[^:]*://") or h2c then
+  local quoted = shown(target) -- (its first 80 bytes: a huge TARGET makes a short line)
+  if (name == "http" or name == "https") and target:find("^[^:]*:/") and not target:find("^[^:]*://") then
+    fail(word .. " '" .. quoted .. "': '" .. scheme .. ":' takes '//' (" .. name .. "://host:port)")
+  elseif (name == "http" or name == "https") and target:find("^[^:]*://") or h2c then
     if h2c and not flags.plaintext then
       usage_error(cmd, "a " .. name .. ": " .. word .. " is h2c: give -plaintext (for TLS, https://host:port)")
     end
@@ -662,7 +665,7 @@ function M.connect(flags, target, cmd)
   elseif scheme and target:find("^[^:]*://") then
     fail(word .. " '" .. quoted .. "': unknown scheme '" .. scheme .. ":' (host:port, " .. SCHEMES .. " expected)")
   elseif scheme and target:find("^[^:]*:/") then -- not host:port
-    fail(word .. " '" .. quoted .. "': '" .. target:sub(#scheme + 2):gsub("%c", "?") .. "' is no port, and '"
+    fail(word .. " '" .. quoted .. "': '" .. shown(target:sub(#scheme + 2)) .. "' is no port, and '"
       .. scheme .. ":' no scheme (host:port, " .. SCHEMES .. " expected)")
   elseif flags.plaintext and (not target:find(":", 1, true) or target:find("^%[.*%]$")) then
     -- a host alone ("[::1]" too): h2c has no default port (TLS takes 443)

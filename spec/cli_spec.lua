@@ -9,6 +9,8 @@ if R.luajit then
   return
 end
 local BIN = os.getenv("PROTOCALL_BIN") or "build/release/protocall"
+require "protocall"
+local core = require "protocall.core"
 local helper = require "grpc_helper"
 local corpus = require "corpus"
 local CORPUS = corpus.dir
@@ -2044,10 +2046,17 @@ return { ["d.S"] = { M = function(p) return p end } }
   -- the end of the input once it calls eof() (each wait of the shell ends
   -- after 30 s at most). Its stdout and stderr go to files the spec reads
   -- as they grow (read, wait_for), its exit status to another (status).
-  local function fed(args, chunks)
+  -- With `fifo`, the shell feeds a FIFO instead, which "FIFO" in ARGS
+  -- names (h.fifo), as a writer does: its open waits for the command's
+  -- (the command's standard input is /dev/null then).
+  local function fed(args, chunks, fifo)
     local dir = os.tmpname()
     os.remove(dir)
     assert(os.execute("mkdir " .. dir))
+    if fifo then
+      assert(os.execute("mkfifo " .. dir .. "/in.fifo"))
+      args = args:gsub("FIFO", dir .. "/in.fifo")
+    end
     local feed = {}
     for i, chunk in ipairs(chunks) do
       local f = assert(io.open(dir .. "/c" .. i, "wb"))
@@ -2059,9 +2068,12 @@ return { ["d.S"] = { M = function(p) return p end } }
     end
     feed[#feed + 1] = ("n=0; while [ ! -e %s/eof ] && [ $n -lt 600 ]; do sleep 0.05; n=$((n+1)); done; : > %s/fed")
       :format(dir, dir)
-    assert(os.execute(("((%s) | (%s %s > %s/out 2> %s/err; echo $? > %s/rc.tmp; mv %s/rc.tmp %s/rc)) "
-      .. "< /dev/null > /dev/null 2>&1 &"):format(table.concat(feed, "; "), BIN, args, dir, dir, dir, dir, dir)))
-    local h = {}
+    local command = ("%s %s > %s/out 2> %s/err"):format(BIN, args, dir, dir)
+    local pipeline = fifo and ("(%s) > %s/in.fifo & (%s < /dev/null"):format(table.concat(feed, "; "), dir, command)
+      or ("(%s) | (%s"):format(table.concat(feed, "; "), command)
+    assert(os.execute(("(%s; echo $? > %s/rc.tmp; mv %s/rc.tmp %s/rc)) < /dev/null > /dev/null 2>&1 &")
+      :format(pipeline, dir, dir, dir)))
+    local h = { fifo = fifo and dir .. "/in.fifo" }
     function h.read(name)
       local f = io.open(dir .. "/" .. name, "rb")
       local text = f and f:read("a")
@@ -2084,10 +2096,14 @@ return { ["d.S"] = { M = function(p) return p end } }
       return rc and tonumber(rc)
     end
     function h.close()
+      -- (a reader of the FIFO meanwhile, whether or not the command opened
+      -- it or is still there: the shell's writes and its open go through)
+      local reader = fifo and assert(core.open_fifo(h.fifo))
       h.eof()
       for i = 2, #chunks do h.go(i) end
       h.status()
       h.wait_for("fed", function() return true end) -- the shell has seen eof
+      if reader then reader:close() end
       os.execute("rm -rf " .. dir)
     end
     return h
@@ -2151,6 +2167,131 @@ return { ["d.S"] = { M = function(p) return p end } }
     h3.close()
     h4.close()
     os.execute("kill " .. pid)
+    assert(ok, e)
+  end)
+
+  it("sends a stream's documents from a FIFO or pipe as they come, as from standard input", function()
+    local port, pid = serve("-listen 127.0.0.1:0 examples/route_services.lua")
+    local call = "call -plaintext -format text -d @FIFO 127.0.0.1:" .. port .. " demo.Router/"
+    local h = fed(call .. "Follow", { '{"x": 1}\n{"x": 2}\n', '{"x": 5}' }, true)
+    local ok, e = pcall(function()
+      -- the first response is out while the FIFO is still open: only then
+      -- does the feeding shell write the next document, then close it
+      local first = h.wait_for("out", function(text) return text:find("x: 1\n", 1, true) end)
+      assert.are.equal("x: 1\n", first, "no response before the end of the FIFO")
+      assert.is_nil(h.read("rc"))
+      h.go(2)
+      h.eof()
+      assert.are.equal(0, h.status(), h.read("err"))
+      assert.are.equal("x: 1\n\nx: 3\n", h.read("out"))
+      assert.are.equal("", h.read("err"))
+    end)
+    h.close()
+    local h2 = fed(call .. "Record", { '{"x": 3, "y": 4}', ' {}' }, true)
+    local ok2, e2 = pcall(function()
+      h2.go(2)
+      h2.eof()
+      assert.are.equal(0, h2.status(), h2.read("err"))
+      assert.are.equal('length: 5\nlegs: 1\n', h2.read("out"))
+    end)
+    h2.close()
+    -- a bad document ends the call there, naming the FIFO (bash's pipe as
+    -- its /dev/fd name), after the ones before were answered
+    local h3 = fed(call .. "Follow", { '{"x": 1}\n{"x": 2}\n', '{"x": "far"}\n' }, true)
+    local ok3, e3 = pcall(function()
+      assert.are.equal("x: 1\n", h3.wait_for("out", function(text) return text:find("x: 1\n", 1, true) end))
+      h3.go(2)
+      assert.are.equal(1, h3.status())
+      assert.are.equal("x: 1\n", h3.read("out"))
+      assert.are.equal("protocall call: -d @" .. h3.fifo .. ": request 3: $.x: invalid integer \"far\" at offset 6\n",
+        h3.read("err"))
+    end)
+    h3.close()
+    local want = " the request document is over 4194304 bytes (4 MiB, gRPC's default maximum message size)\n"
+    for _, case in ipairs {
+      { [[echo '{"x": 1}{"x": "far"}']], ": request 2: $.x: invalid integer \"far\" at offset 6\n" },
+      { [[printf '{"x": 1}'; head -c 100000000 /dev/zero]], " at offset 8:" .. want },
+    } do
+      local line = BIN .. " call -plaintext -d @<(" .. case[1] .. ") 127.0.0.1:" .. port .. " demo.Router/Record"
+      local out, err, code = run("bash -c " .. ("%q"):format(line))
+      assert.are.equal(1, code, err)
+      assert.are.equal("", out)
+      assert.matches("^protocall call: %-d @/dev/fd/%d+", err)
+      assert.are.equal(case[2], err:gsub("^protocall call: %-d @/dev/fd/%d+", ""), line)
+    end
+    os.execute("kill " .. pid)
+    assert(ok, e)
+    assert(ok2, e2)
+    assert(ok3, e3)
+  end)
+
+  it("bounds a stream's FIFO by -max-time: a writer that never comes, or an endless pipe", function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir " .. dir .. " && mkfifo " .. dir .. "/in.fifo"))
+    -- the server records how many documents it got as they come
+    local f = assert(io.open(dir .. "/count.lua", "w"))
+    f:write(([[
+local pc = require "protocall"
+if not pc.type("demo.Distance") then
+  assert(pc.load_file("examples/route.proto", { import_paths = { "examples" } }))
+end
+return { ["demo.Router"] = { Record = function(ctx)
+  local n = 0
+  for _ in function() return ctx:recv() end do
+    n = n + 1
+    local out = assert(io.open(%q, "w"))
+    out:write(n)
+    out:close()
+  end
+  return { legs = n }
+end, Follow = function(ctx)
+  for p in function() return ctx:recv() end do ctx.send(p) end
+end } }
+]]):format(dir .. "/count"))
+    f:close()
+    local port, pid = serve("-listen 127.0.0.1:0 " .. dir .. "/count.lua")
+    local ok, e = pcall(function()
+      local call = BIN .. " call -plaintext " .. ROUTE .. " %s 127.0.0.1:" .. port .. " demo.Router/Record"
+      -- no writer: the deadline ends the call; a writer that closes at once: no request
+      local out, err, code = run(call:format("-max-time 1 -d @" .. dir .. "/in.fifo"))
+      assert.are.equal(64 + 4, code, err)
+      assert.are.equal("", out)
+      assert.matches("^ERROR: code = DEADLINE_EXCEEDED, message = ", err)
+      for _, limit in ipairs { "", "-max-time 20 " } do
+        out, err, code = run(call:format(limit .. "-d @" .. dir .. "/in.fifo") .. " & timeout 20 sh -c ': > "
+          .. dir .. "/in.fifo'; wait $!")
+        assert.are.equal(0, code, err)
+        assert.are.equal("{}\n", out)
+      end
+      -- a bidirectional stream's responses print while the pipe flows
+      -- (before the Record below, which leaves its server busy a while)
+      local line = call:gsub("Record$", "Follow"):format([[-max-time 1 -d @<(yes '{"x": 1}')]])
+      out, err, code = run("bash -c " .. ("%q"):format(line))
+      assert.are.equal(64 + 4, code, err)
+      assert.matches("^{\n  \"x\": 1\n}\n{\n  \"x\": 1\n}\n", out)
+      assert.matches("^ERROR: code = DEADLINE_EXCEEDED, message = ", err)
+      -- an endless pipe: its documents reach the server while it runs
+      -- (the call is not waiting for its end), until the deadline (its
+      -- memory bounded: by the send window, not the pipe's length)
+      line = call:format([[-max-time 1 -d @<(yes '{"x": 1}')]])
+      out, err, code = run("bash -c " .. ("%q"):format(line))
+      assert.are.equal(64 + 4, code, err)
+      assert.are.equal("", out)
+      assert.matches("^ERROR: code = DEADLINE_EXCEEDED, message = ", err)
+      local got -- (the server may be rewriting it: read until it holds a count)
+      for _ = 1, 100 do
+        local c = io.open(dir .. "/count")
+        got = c and tonumber(c:read("a"))
+        if c then c:close() end
+        if got then break end
+        os.execute("sleep 0.05")
+      end
+      assert.is_truthy(got, "the server got no document before the deadline")
+      assert.is_true(got > 0)
+    end)
+    os.execute("kill " .. pid)
+    os.execute("rm -rf " .. dir)
     assert(ok, e)
   end)
 

@@ -45,15 +45,16 @@ M.call = {
           "-plaintext says; dns:///name:port, dns://IP:PORT/name:port, ipv4:/ipv6: lists,\n" ..
           "unix:/path, unix-abstract:name and xds:///name with -plaintext, as pc.grpc takes\n" ..
           "them). The request is JSON from -d (@ or @- reads standard input, @FILE a file or\n" ..
-          "pipe; none: an empty message); a client or bidirectional stream sends every\n" ..
-          "JSON document of it (concatenated or one per line), from standard input each one\n" ..
-          "as soon as it is whole, the call started (the sending side closes at its end).\n" ..
-          "Each response is printed as it arrives. Without schema flags the schema comes\n" ..
-          "from TARGET's server reflection service. Exits 0 on OK, otherwise 64 + the\n" ..
-          "status code, with `ERROR: code = ..., message = ...` on stderr. TLS: -cacert\n" ..
-          "verifies the server against FILE (default: the system store), -cert/-key give a\n" ..
-          "client certificate, -servername the name to verify and send, -insecure skips\n" ..
-          "verification (test servers only). -retry takes a service config retryPolicy,\n" ..
+          "FIFO; none: an empty message); a client or bidirectional stream sends every\n" ..
+          "JSON document of it (concatenated or one per line), from standard input or a\n" ..
+          "FIFO or pipe each one as soon as it is whole, the call started (the sending side\n" ..
+          "closes at its end; a file is read first). Each response is printed as it\n" ..
+          "arrives. Without schema flags the schema comes from TARGET's server reflection\n" ..
+          "service. Exits 0 on OK, otherwise 64 + the status code, with `ERROR: code = ...,\n" ..
+          "message = ...` on stderr. TLS: -cacert verifies the server against FILE (default:\n" ..
+          "the system store), -cert/-key give a client certificate, -servername the name to\n" ..
+          "verify and send, -insecure skips verification (test servers only). -retry takes a\n" ..
+          "service config retryPolicy,\n" ..
           "every field required ({\"maxAttempts\": 3, \"initialBackoff\": \"0.1s\",\n" ..
           "\"maxBackoff\": \"1s\", \"backoffMultiplier\": 2, \"retryableStatusCodes\":\n" ..
           "[\"UNAVAILABLE\"]}) or a whole service config. -v prints the response headers,\n" ..
@@ -204,8 +205,9 @@ local function no_method(pool, flags, service, method, services)
   fail(format("no service %s %s: it has no service%s", service_names(service, method), where, empty))
 end
 
--- How long the task reading standard input sleeps when nothing is there.
-local STDIN_POLL = 0.01
+-- How long the task reading a stream's standard input or FIFO sleeps when
+-- nothing is there.
+local INPUT_POLL = 0.01
 
 -- A request document, read whole (-d @, -d @FILE) or each of a stream's,
 -- is refused past this many bytes: gRPC's default maximum message size (a
@@ -226,29 +228,50 @@ local function request_splitter(what)
   return json_splitter(MAX_DOCUMENT, function(at) too_big(format("%s at offset %d", what, at)) end)
 end
 
--- The requests of a stream read from standard input, each JSON document
--- (concatenated or one per line) as soon as it is whole: next() -> a
--- message of type T, or nil at the end of the input or once stopped()
--- (the call ended). Waits in the task, the others running meanwhile;
--- fails with "request N: why" for a document T does not take, and as
--- request_splitter does.
-local function stdin_requests(T, stopped)
-  local split, docs, k, count, eof = request_splitter("standard input"), {}, 1, 0, false
+-- `doc`, a request document, as a message of type T, or nil and why: it
+-- does not parse, or leaves a proto2 required field unset (which the stub
+-- would not encode: said as bad input, not as the call's failure).
+local function request_of(T, doc)
+  local request, err = pc.from_json(T, doc)
+  if request then
+    local ok, why = pc.is_initialized(request)
+    if not ok then return nil, why end
+  end
+  return request, err
+end
+
+-- The requests of a stream read from `source` (0: standard input; a FIFO
+-- or pipe of open_fifo, -d @`path`), each JSON document (concatenated or
+-- one per line) as soon as it is whole: next() -> a message of type T, or
+-- nil at the end of the input or once stopped() (the call ended). Holds
+-- the documents of one read (64 KiB) and the one it leaves open (4 MiB at
+-- most), the sender's call:send waiting for the peer's window. Waits in
+-- the task, the others running meanwhile (a FIFO no writer has opened
+-- yet reads as an empty one); fails with "request N: why" ("-d @PATH:
+-- request N: why" for a FIFO) for a document T does not take, naming
+-- the source when a read fails, and as request_splitter does.
+local function stream_requests(source, path, T, stopped)
+  local what = path and "-d @" .. path or "standard input"
+  local split, docs, k, count, eof = request_splitter(what), {}, 1, 0, false
   return function()
     while docs[k] == nil do
       if eof or stopped() then return nil end
-      local chunk, why = read_ready(0)
-      if why then fail("standard input: " .. why) end
+      local chunk, why = read_ready(source)
+      if why then fail(what .. ": " .. why) end
       if chunk == "" then
-        pc.sleep(STDIN_POLL)
+        pc.sleep(INPUT_POLL)
       else
         docs, k, eof = split(chunk), 1, chunk == nil
+        -- (the other tasks' turn once per read: a bidi's responses print
+        -- while an endless input flows, which call:send, waiting only for
+        -- a closed window, would not leave them)
+        pc.sleep(1e-6)
       end
     end
     local doc = docs[k]
-    k, count = k + 1, count + 1
-    local request, err = pc.from_json(T, doc)
-    if not request then fail(format("request %d: %s", count, err)) end
+    docs[k], k, count = nil, k + 1, count + 1
+    local request, err = request_of(T, doc)
+    if not request then fail(format("%srequest %d: %s", path and what .. ": " or "", count, err)) end
     return request
   end
 end
@@ -387,38 +410,39 @@ function M.call.run(flags, args)
   local data = flags.d
   local max_time = flags["max-time"] and flags["max-time"] > 0 and flags["max-time"] or nil -- 0: no limit
   local deadline = max_time and pc.now() + max_time
-  -- A stream's requests from standard input go as they come, the call
-  -- started (stdin_requests); the other shapes, and files, are read whole,
-  -- standard input by the -max-time deadline.
+  -- A stream's requests from standard input or a FIFO (or pipe: bash's -d
+  -- @<(cmd)) go as they come, the call started (stream_requests); the
+  -- other shapes read their one document whole first, standard input and
+  -- FIFOs by the -max-time deadline, and files are read whole (a regular
+  -- file ends: its size is the disk's).
   local stdin = data == "@" or data == "@-"
-  local from_stdin = m.client_streaming and stdin
+  local at = not stdin and data and data:sub(1, 1) == "@" and data:sub(2) or nil
+  local fifo_path = at and file_kind(at) == "fifo" and at or nil
+  local streamed = m.client_streaming and (stdin or fifo_path ~= nil)
   -- a file's request failing names it ("-d @x.json: request: $.n: ...")
-  local source = not stdin and data and data:sub(1, 1) == "@" and "-d " .. data .. ": " or nil
-  if from_stdin then data = nil
-  elseif stdin or data and data:sub(1, 1) == "@" and file_kind(data:sub(2)) == "fifo" then
-    local path = not stdin and data:sub(2)
-    local add = request_sink(path and "-d @" .. path or "standard input", m.client_streaming)
-    if path then data = fifo_by(path, deadline, add) else data = read_by(0, "standard input", deadline, add) end
+  local source = at and "-d " .. data .. ": " or nil
+  if streamed then data = nil
+  elseif stdin or fifo_path then
+    local add = request_sink(fifo_path and "-d @" .. fifo_path or "standard input")
+    if fifo_path then
+      data = fifo_by(fifo_path, deadline, add)
+    else
+      data = read_by(0, "standard input", deadline, add)
+    end
     if not data then
       stderr:write("ERROR: code = DEADLINE_EXCEEDED, message = deadline exceeded waiting for "
-        .. (path and fifo_name(path) or "standard input") .. format(" (-max-time %g)\n", max_time))
+        .. (fifo_path and fifo_name(fifo_path) or "standard input") .. format(" (-max-time %g)\n", max_time))
       return 64 + pc.codes.DEADLINE_EXCEEDED
     end
-  elseif data and data:sub(1, 1) == "@" then
-    data = file_by(data:sub(2), request_sink("-d @" .. data:sub(2), m.client_streaming))
+  elseif at then
+    data = file_by(at, request_sink("-d @" .. at, m.client_streaming))
   end
   -- A client stream sends every JSON document of the data (concatenated or
   -- one per line: a list once read from a file); the other shapes take one.
   if m.client_streaming and type(data) ~= "table" then data = json_documents(data or "") end
   local requests = {}
   for i, doc in ipairs(m.client_streaming and data or { data or "{}" }) do
-    local request, err = pc.from_json(m.input, doc)
-    -- (a proto2 required field unset, which the stub would not encode: said
-    -- as bad input, not as the call's failure)
-    if request then
-      local ok, why = pc.is_initialized(request)
-      if not ok then err = why end
-    end
+    local request, err = request_of(m.input, doc)
     if err and not m.client_streaming then err = one_document(doc, flags.d, m) or err end
     if err then
       fail((source or "") .. "request" .. (m.client_streaming and format(" %d", i) or "") .. ": " .. tostring(err))
@@ -450,6 +474,14 @@ function M.call.run(flags, args)
     end
     fail(msg)
   end
+  -- (a stream's FIFO opens last before the call, closed after it whatever
+  -- happens; it does not wait for a writer: -max-time bounds that wait too)
+  local fifo
+  if streamed and fifo_path then
+    local why
+    fifo, why = open_fifo(fifo_path)
+    if not fifo then fail("-d @" .. fifo_path .. ": cannot be read: " .. why) end
+  end
   local started = pc.now()
   local count = 0
   local function show(r)
@@ -468,8 +500,8 @@ function M.call.run(flags, args)
         if not ok and failure == nil then failure = e end
       end
       local next_request
-      if from_stdin then
-        next_request = stdin_requests(m.input, function() return stop end)
+      if streamed then
+        next_request = stream_requests(fifo or 0, fifo_path, m.input, function() return stop end)
       else
         local i = 0
         next_request = function()
@@ -492,7 +524,7 @@ function M.call.run(flags, args)
           end))
           stop = true
         end)
-      elseif from_stdin then -- the call's end (its deadline) stops the reading
+      elseif streamed then -- the call's end (its deadline) stops the reading
         pc.spawn(function()
           note(pcall(call.trailers, call))
           stop = true
@@ -509,6 +541,7 @@ function M.call.run(flags, args)
       count = 1
     end
   end)
+  if fifo then fifo:close() end
   if flags.v then
     local md = seen_metadata(seen, not okc and cerr or nil)
     print_pairs("Response headers received:", md.headers)

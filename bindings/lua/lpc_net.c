@@ -1064,7 +1064,8 @@ typedef struct {
  * opened so before its first writer); nil and strerror's text when open(2)
  * fails. The binding owns the descriptor: fifo:close() closes it
  * (idempotent), as do its __gc and, under Lua 5.4, __close.
- * (`protocall call -d @FIFO` under -max-time, lua/protocall/cli/call.lua.) */
+ * (`protocall call -d @FIFO`: a stream's documents as they come, a unary
+ * call's one under -max-time, lua/protocall/cli/call.lua.) */
 static int lpc_open_fifo(lua_State *L) {
   const char *path = luaL_checkstring(L, 1);
   FifoBox *f = lua_newuserdatauv(L, sizeof *f, 0); /* before the open: nothing leaks if it raises */
@@ -1100,8 +1101,8 @@ static int lpc_fifo_close(lua_State *L) {
  * source, "(the FIFO is closed)" for a closed one, and likewise for 'max'
  * and 'wait'. Without 'wait', for a task under pc.run reading a pipe or a
  * terminal, which a blocking read would stop with every other task
- * (`protocall call -d @` of a stream); with it, for a reader alone (a
- * unary call's document, lua/protocall/cli/call.lua). A FIFO no writer
+ * (`protocall call -d @` or -d @FIFO of a stream); with it, for a reader
+ * alone (a unary call's document, lua/protocall/cli/call.lua). A FIFO no writer
  * has opened yet waits so too: Linux reports no hangup before its first
  * writer has come and gone. */
 static int lpc_read_ready(lua_State *L) {

@@ -77,6 +77,7 @@ static void cors_option(lua_State *L, int t, pc_WebCors *cors) {
  *                         connection_window=, reset_burst=, reset_rate=,
  *                         control_burst=, control_rate=, incomplete_budget=,
  *                         stall_timeout= (seconds), plain_http = boolean,
+ *                         queue_unknown_types = boolean,
  *                         unix_path=, unix_abstract = boolean,
  *                         unix_mode = integer (permission bits),
  *                         cors = {origins = "o1\no2\n" (each line an
@@ -126,6 +127,9 @@ static int lpc_grpc_listen(lua_State *L) {
   }
   lua_getfield(L, 1, "plain_http");
   o.engine.plain_http = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  lua_getfield(L, 1, "queue_unknown_types");
+  o.engine.queue_unknown_types = lua_toboolean(L, -1);
   lua_pop(L, 1);
   ListenerBox *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->l = NULL;

@@ -545,6 +545,18 @@ describe("Connect GET served by pc.listen", function()
     end
   end)
 
+  it("serves a Connect GET (connect=v1 in its query) whatever its content-type says", function()
+    -- (the engine takes it as a Connect GET; the listener must not read
+    -- it as Connect streaming's by another method than POST, a 405)
+    serving(nil, function(port)
+      for _, version in ipairs { "--http1.1", "--http2-prior-knowledge" } do
+        local a = curl(version .. " -H 'content-type: application/connect+json' 'http://127.0.0.1:" .. port
+          .. "/web.Calc/Mul?connect=v1&encoding=json&" .. JSON .. "'")
+        assert.matches("^HTTP/[%d.]+ 200", a)
+      end
+    end)
+  end)
+
   it("answers those by another method than POST to an unknown path as their POST: 404, UNIMPLEMENTED", function()
     -- (they were 405 "Allow: POST", the engine answering before the path
     -- was known to name no method)

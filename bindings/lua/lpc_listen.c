@@ -245,12 +245,15 @@ static int lpc_scall_next(lua_State *L) {
   return 1;
 }
 
-/* -- call:protocol() -> "grpc", "grpc-web", "grpc-web-text" or "connect";
- * call:codec() -> "proto" or "json": what the request and response
- * messages are written in (core/net/web.h) */
+/* -- call:protocol() -> "grpc", "grpc-web", "grpc-web-text", "connect" or
+ * "http", and whether it is Connect's streaming protocol (not its unary
+ * one, a Connect GET included); call:codec() -> "proto" or "json": what
+ * the request and response messages are written in (core/net/web.h) */
 static int lpc_scall_protocol(lua_State *L) {
-  lua_pushstring(L, pc_WebProtocol_Name(pc_GrpcServerCall_Protocol(check_call(L))));
-  return 1;
+  pc_WebProtocol p = pc_GrpcServerCall_Protocol(check_call(L));
+  lua_pushstring(L, pc_WebProtocol_Name(p));
+  lua_pushboolean(L, p == kPc_WebProtocol_ConnectStream);
+  return 2;
 }
 
 /* -- call:http_method() -> the request's :method ("POST"; "GET" for a

@@ -328,8 +328,8 @@ local function run_call(self, call)
   local post = call:http_method() == "POST"
   -- a GET (or its HEAD) of Connect unary is a Connect GET; gRPC, gRPC-Web
   -- and Connect streaming take POST alone
-  local connect_get = not post and call:protocol() == "connect"
-    and not lower(call:content_type() or ""):find("^%s*application/connect%+")
+  local protocol, connect_stream = call:protocol()
+  local connect_get = not post and protocol == "connect" and not connect_stream
   if proto == "http" or (proto == "connect" and post and (not entry or rest_streaming(self.rest, entry, call))
       and call:set_http()) then
     rest.serve(self, call)

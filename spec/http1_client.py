@@ -44,7 +44,7 @@ def send_slowly(s, data, pause):
 
 
 s = socket.create_connection(("127.0.0.1", PORT))
-show_body = summary = False
+show_body = show_length = summary = False
 if MODE == "unary":
     s.sendall(connect_unary(ADD, close=True))
     show_body = True
@@ -71,6 +71,11 @@ elif MODE == "bidi":  # a bidirectional stream: refused, it needs HTTP/2
     body = frame(b'{"x":2}')
     s.sendall(b"POST /srv.Calc/Echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/connect+json\r\n"
               b"Content-Length: " + str(len(body)).encode() + b"\r\nConnection: close\r\n\r\n" + body)
+    show_body = True
+elif MODE == "bidiget":  # a Connect GET, then its HEAD, of a bidirectional method
+    target = b"/srv.Calc/Echo?connect=v1&encoding=json&message=%7B%7D"
+    s.sendall(b"GET " + target + b" HTTP/1.1\r\nHost: x\r\n\r\n"
+              + b"HEAD " + target + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     show_body = True
 elif MODE == "http10":  # gRPC-Web over HTTP/1.0: the body runs until close
     body = frame(b'{"x":2}')
@@ -115,6 +120,16 @@ elif MODE == "flood":  # pipelined requests, sent without reading the answers
         pass
 elif MODE == "manyfields":
     s.sendall(b"POST /srv.Calc/Add HTTP/1.1\r\nHost: x\r\n" + b"X-A: b\r\n" * 500 + b"\r\n")
+elif MODE in ("headmanyfields", "getmanyfields"):  # a 431 (a HEAD's: the head alone)
+    method = b"HEAD" if MODE == "headmanyfields" else b"GET"
+    s.sendall(method + b" /srv.Calc/Add HTTP/1.1\r\nHost: x\r\n" + b"X-A: b\r\n" * 500 + b"\r\n")
+    show_body = show_length = True
+elif MODE == "headlonguri":  # a HEAD's 414 (after an empty line): the head alone
+    s.sendall(b"\r\nHEAD /srv.Calc/Add?" + b"q" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    show_body = show_length = True
+elif MODE == "getlonguri":  # a GET's 414, with its body
+    s.sendall(b"GET /srv.Calc/Add?" + b"q" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+    show_body = show_length = True
 else:
     raise SystemExit("unknown mode " + MODE)
 
@@ -160,6 +175,8 @@ if summary:  # the gRPC-Web frames of the one response: messages, the last one, 
 if show_body:
     for part in re.split(rb"HTTP/1\.[01] \d{3} [^\r]*\r\n", data)[1:]:
         head, _, body = part.partition(b"\r\n\r\n")
+        if show_length:
+            print("length " + re.search(rb"(?i)content-length: (\d+)", head).group(1).decode())
         print("body " + repr(body)[2:-1])
 print("closed" if closed else "open")
 print("done")

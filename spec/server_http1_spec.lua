@@ -96,6 +96,11 @@ describe("pc.listen over HTTP/1.1", function()
       .. [["message":"srv.Calc.Echo: bidi streams require HTTP/2"}}\r\n0\r\n\r\n; closed]], run("bidi"))
   end)
 
+  it("answers a Connect GET of a bidirectional method, and its HEAD, 405 as over HTTP/2", function()
+    -- (they were 501, the HTTP/1.1 refusal of a bidirectional stream)
+    assert.equals("status 405 405; body ; body ; closed", run("bidiget"))
+  end)
+
   it("sends a gRPC-Web stream to an HTTP/1.0 client until it closes", function()
     assert.equals([[status 200; body \x00\x00\x00\x00\x07{"x":1}\x00\x00\x00\x00\x07{"x":2}]]
       .. [[\x80\x00\x00\x00\x0fgrpc-status:0\r\n; closed]], run("http10"))
@@ -126,6 +131,17 @@ describe("pc.listen over HTTP/1.1", function()
 
   it("refuses more fields than it has slots (431) and closes", function()
     assert.equals("status 431; closed", run("manyfields"))
+  end)
+
+  it("answers a HEAD it refuses (431, 414) with the head alone, the GET's length (RFC 9110 9.3.2)", function()
+    -- (the body went too: the bytes after the head were no response)
+    local get = run("getmanyfields")
+    local length, body = get:match("^status 431; length (%d+); body (.-); closed$")
+    assert.equals(#body - 1, tonumber(length), get) -- (its \n printed as two characters)
+    assert.equals("status 431; length " .. length .. "; body ; closed", run("headmanyfields"))
+    assert.equals("status 414; length 53; body HTTP/1.1 request: start line too long at offset 8192\\n; closed",
+      run("getlonguri"))
+    assert.equals("status 414; length 53; body ; closed", run("headlonguri"))
   end)
 
   it("answers a message over max_receive_size RESOURCE_EXHAUSTED (429)", function()

@@ -339,6 +339,29 @@ describe("CORS on pc.listen", function()
     end)
   end)
 
+  it("leaves CORS headers out of a native gRPC answer, a gRPC-Web one carrying them (an allowed Origin)", function()
+    -- (vary: Origin and access-control-* reached gRPC clients as response
+    -- metadata)
+    local file = os.tmpname()
+    local f = assert(io.open(file, "wb"))
+    f:write("\0\0\0\0\0") -- web.Calc.Add's empty Point
+    f:close()
+    serving({ cors = { origins = { "http://app.example" } } }, function(port)
+      local function ask(ct)
+        return curl("--http2-prior-knowledge -H 'Origin: http://app.example' -H 'te: trailers' -H 'content-type: "
+          .. ct .. "' --data-binary @" .. file .. " 'http://127.0.0.1:" .. port .. "/web.Calc/Add'")
+      end
+      local grpc, web = ask("application/grpc"), ask("application/grpc-web+proto")
+      assert.matches("^HTTP/2 200", grpc)
+      assert.matches("grpc%-status: 0\n", grpc) -- (a trailer, after the body)
+      assert.is_nil(grpc:find("\nvary:"), grpc)
+      assert.is_nil(grpc:find("access-control", 1, true), grpc)
+      assert.are.equal("Origin", header(web, "vary"), web)
+      assert.are.equal("http://app.example", header(web, "access-control-allow-origin"), web)
+    end)
+    os.remove(file)
+  end)
+
   it("is off by default: OPTIONS is refused as any request that is not the protocols'", function()
     serving(nil, function(port)
       local a = curl("--http2-prior-knowledge " .. PREFLIGHT .. "http://127.0.0.1:" .. port .. "/web.Calc/Add")
@@ -521,6 +544,76 @@ describe("Connect GET served by pc.listen", function()
       end)
     end
   end)
+
+  it("serves a Connect GET (connect=v1 in its query) whatever its content-type says", function()
+    -- (the engine takes it as a Connect GET; the listener must not read
+    -- it as Connect streaming's by another method than POST, a 405)
+    serving(nil, function(port)
+      for _, version in ipairs { "--http1.1", "--http2-prior-knowledge" } do
+        local a = curl(version .. " -H 'content-type: application/connect+json' 'http://127.0.0.1:" .. port
+          .. "/web.Calc/Mul?connect=v1&encoding=json&" .. JSON .. "'")
+        assert.matches("^HTTP/[%d.]+ 200", a)
+      end
+    end)
+  end)
+
+  it("answers those by another method than POST to an unknown path as their POST: 404, UNIMPLEMENTED", function()
+    -- (they were 405 "Allow: POST", the engine answering before the path
+    -- was known to name no method)
+    for _, opts in ipairs { false, { rest = true } } do
+      serving(opts or nil, function(port)
+        for _, version in ipairs { "--http1.1", "--http2-prior-knowledge" } do
+          local types = { "application/grpc-web+proto", "application/grpc-web-text", "application/connect+json" }
+          if version ~= "--http1.1" then types[#types + 1] = "application/grpc" end
+          for _, ct in ipairs(types) do
+            local function ask(method)
+              return curl(version .. " " .. method .. " -H 'content-type: " .. ct .. "' 'http://127.0.0.1:"
+                .. port .. "/web.Calc/Nope'")
+            end
+            local post = ask("-d ''")
+            local status = post:match("^HTTP/[%d.]+ (%d+)")
+            assert.are.equal(ct == "application/grpc" and "200" or "404", status, post)
+            for _, method in ipairs { "-I", "-X GET", "-X PUT" } do
+              local a = ask(method)
+              assert.are.equal(status, a:match("^HTTP/[%d.]+ (%d+)"), method .. " " .. ct .. ": " .. a)
+              assert.is_nil(header(a, "allow"), a)
+              if ct ~= "application/connect+json" then assert.are.equal("12", header(a, "grpc-status"), a) end
+              if method == "-I" then
+                assert.is_true(ends(a, "\n\n"), a) -- the head alone
+              else
+                assert.are.equal(post:match("\n\n(.*)$"), a:match("\n\n(.*)$"), a)
+              end
+            end
+          end
+        end
+      end)
+    end
+  end)
+
+  for _, version in ipairs { "--http1.1", "--http2-prior-knowledge" } do
+    it("lists in a 415's Accept-Post the content types the method takes, without REST (" .. version .. ")", function()
+      -- (a streaming method's listed Connect unary's, which it refuses:
+      -- the engine answered before the method was known)
+      serving(nil, function(port)
+        -- (over HTTP/2 without a body, as the CORS 415 above)
+        local body = version == "--http1.1" and "-d 'x' " or "-X POST "
+        local function ask(method)
+          return curl(version .. " -H 'content-type: text/plain' " .. body .. "'http://127.0.0.1:" .. port
+            .. "/web.Calc/" .. method .. "'")
+        end
+        local count, add, nope = ask("Count"), ask("Add"), ask("Nope")
+        for _, a in ipairs { count, add, nope } do
+          assert.matches("^HTTP/[%d.]+ 415", a)
+          assert.matches("application/connect+json", header(a, "accept-post"), 1, true)
+          assert.matches("application/grpc", header(a, "accept-post"), 1, true)
+        end
+        assert.is_nil(header(count, "accept-post"):find("application/json", 1, true), count)
+        assert.is_nil(header(count, "accept-post"):find("application/proto", 1, true), count)
+        assert.is_true(ends(header(add, "accept-post"), ", application/proto, application/json"), add)
+        assert.are.equal(header(add, "accept-post"), header(nope, "accept-post"))
+      end)
+    end)
+  end
 end)
 
 describe("gRPC-Web bodies that are no envelopes, served by pc.listen", function()

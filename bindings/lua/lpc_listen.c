@@ -77,6 +77,7 @@ static void cors_option(lua_State *L, int t, pc_WebCors *cors) {
  *                         connection_window=, reset_burst=, reset_rate=,
  *                         control_burst=, control_rate=, incomplete_budget=,
  *                         stall_timeout= (seconds), plain_http = boolean,
+ *                         queue_unknown_types = boolean,
  *                         unix_path=, unix_abstract = boolean,
  *                         unix_mode = integer (permission bits),
  *                         cors = {origins = "o1\no2\n" (each line an
@@ -126,6 +127,9 @@ static int lpc_grpc_listen(lua_State *L) {
   }
   lua_getfield(L, 1, "plain_http");
   o.engine.plain_http = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  lua_getfield(L, 1, "queue_unknown_types");
+  o.engine.queue_unknown_types = lua_toboolean(L, -1);
   lua_pop(L, 1);
   ListenerBox *b = lua_newuserdatauv(L, sizeof *b, 0);
   b->l = NULL;
@@ -241,12 +245,15 @@ static int lpc_scall_next(lua_State *L) {
   return 1;
 }
 
-/* -- call:protocol() -> "grpc", "grpc-web", "grpc-web-text" or "connect";
- * call:codec() -> "proto" or "json": what the request and response
- * messages are written in (core/net/web.h) */
+/* -- call:protocol() -> "grpc", "grpc-web", "grpc-web-text", "connect" or
+ * "http", and whether it is Connect's streaming protocol (not its unary
+ * one, a Connect GET included); call:codec() -> "proto" or "json": what
+ * the request and response messages are written in (core/net/web.h) */
 static int lpc_scall_protocol(lua_State *L) {
-  lua_pushstring(L, pc_WebProtocol_Name(pc_GrpcServerCall_Protocol(check_call(L))));
-  return 1;
+  pc_WebProtocol p = pc_GrpcServerCall_Protocol(check_call(L));
+  lua_pushstring(L, pc_WebProtocol_Name(p));
+  lua_pushboolean(L, p == kPc_WebProtocol_ConnectStream);
+  return 2;
 }
 
 /* -- call:http_method() -> the request's :method ("POST"; "GET" for a

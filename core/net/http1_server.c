@@ -480,6 +480,16 @@ static void start_request(pc_Http1ServerConn *c, const pc_Http1Head *h) {
     fail(c, "out of memory");
 }
 
+/* Whether the request head at the unconsumed input, which http1.h
+ * refused before its end (414, 431: not started as a request), is a
+ * HEAD's, whose answer is the head alone. */
+static int refused_head(const pc_Http1ServerConn *c) {
+  const char *p = c->in.p ? c->in.p + c->in_pos : "";
+  size_t n = c->in.len - c->in_pos;
+  while (n > 0 && (*p == '\r' || *p == '\n')) p++, n--; /* empty lines before it */
+  return n >= 5 && memcmp(p, "HEAD ", 5) == 0;
+}
+
 /* A request http1.h refused. */
 static void refuse(pc_Http1ServerConn *c) {
   pc_Error err;
@@ -493,6 +503,7 @@ static void refuse(pc_Http1ServerConn *c) {
     c->closing = 1;
     return;
   }
+  if (!c->busy) c->head_req = refused_head(c);
   char text[PC_ERROR_MAX + 2];
   snprintf(text, sizeof text, "%s\n", err.msg);
   write_simple(c, pc_Http1Status_HttpCode(st), text);

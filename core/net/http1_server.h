@@ -25,7 +25,8 @@
  * for ever; bodies here are a unary or server-streaming request, or a
  * client stream sent whole),
  * input piling up past the bound below while a response is going (a
- * pipelining flood). "Expect: 100-continue" is answered "100 Continue".
+ * pipelining flood); a HEAD's refusal is its head alone, the length of
+ * the text a GET's carries (RFC 9110 9.3.2). "Expect: 100-continue" is answered "100 Continue".
  *
  * Nothing here raises or prints. Not thread-safe. */
 #ifndef PC_NET_HTTP1_SERVER_H

@@ -92,9 +92,10 @@ struct pc_GrpcServerConn {
   size_t reserved; /* of it, held by calls (pc_GrpcServerCall.res) */
   int room;        /* 'reserved' went down: calls waiting may take it (wake) */
   double stall_timeout;
-  int plain_http;         /* pc_GrpcServerOptions.plain_http */
-  pc_GrpcWakeList *wake;  /* the driver's, or NULL */
-  const pc_WebCors *cors; /* the options', or NULL: no CORS */
+  int plain_http;          /* pc_GrpcServerOptions.plain_http */
+  int queue_unknown_types; /* pc_GrpcServerOptions.queue_unknown_types */
+  pc_GrpcWakeList *wake;   /* the driver's, or NULL */
+  const pc_WebCors *cors;  /* the options', or NULL: no CORS */
   Bucket resets, controls;
   double now;
   int goaway;
@@ -301,14 +302,16 @@ static const char *response_type(const pc_GrpcServerCall *s) {
 }
 
 /* Adds the CORS headers of a response to a request whose origin the
- * options allow (web_http.h); none otherwise. 'h' has room for 6 more.
+ * options allow (web_http.h); none otherwise, nor to a native gRPC call
+ * (no browser makes one: its answer's metadata stays the handler's).
+ * 'h' has room for 6 more.
  * 'extra' (NULL: none) is one more response header a script may read (a
  * 415's Accept-Post, a 405's Allow), exposed after the protocols' and the
  * options'. */
 static void push_cors_exposing(const pc_GrpcServerCall *s, nghttp2_nv *h, size_t *n,
                                const char *extra) {
   const pc_WebCors *cors = s->c ? s->c->cors : NULL;
-  if (cors == NULL) return;
+  if (cors == NULL || s->proto == kPc_WebProtocol_Grpc) return;
   /* the answer depends on Origin whether or not it came and is allowed, so
    * a shared cache (of a Connect GET's answer) keeps the variants apart */
   h[(*n)++] = PC_GRPC_NV("vary", "Origin");
@@ -516,7 +519,10 @@ static int submit_headers(pc_GrpcServerCall *s, int trailers_only, size_t *over,
   push_cors(s, h, &n);
   size_t cors_n = n - cors_at;
   if (!push_pairs(s, &s->out_md[0], h, &n)) return 0;
-  if (trailers_only && (!push_status(s, h, &n) || !push_pairs(s, &s->out_md[1], h, &n))) return 0;
+  /* (a Connect stream's head alone, a HEAD's: its status is in the body) */
+  if (trailers_only && s->proto != kPc_WebProtocol_ConnectStream &&
+      (!push_status(s, h, &n) || !push_pairs(s, &s->out_md[1], h, &n)))
+    return 0;
   *over = block_size(h, n);
   *limit = block_limit(s);
   if (*over > *limit) {
@@ -560,9 +566,13 @@ static void finish(pc_GrpcServerCall *s, pc_Code code, const char *msg, size_t l
   } else if (s->proto == kPc_WebProtocol_Http) {
     ok = s->submitted ? 1 : submit_plain_error(s);
   } else {
-    /* trailers-only: nothing was sent (Connect streaming has none) */
-    int only = !s->submitted && s->proto != kPc_WebProtocol_ConnectStream &&
-               pc_GrpcOutbox_Unsent(&s->out) == 0;
+    /* trailers-only: nothing was sent (Connect streaming has none, but a
+     * HEAD's answer is its head alone, RFC 9110 9.3.2) */
+    int head = s->method && strcmp(s->method, "HEAD") == 0;
+    int only =
+        !s->submitted &&
+        (head || (s->proto != kPc_WebProtocol_ConnectStream && pc_GrpcOutbox_Unsent(&s->out) == 0));
+    if (only) pc_GrpcOutbox_Clear(&s->out);
     ok = s->submitted ? 1 : submit_headers(s, only, &size, &limit);
     /* gRPC-Web and Connect streaming end the body with their status */
     if (ok == 1 && s->proto != kPc_WebProtocol_Grpc && !only) ok = put_end(s);
@@ -897,7 +907,7 @@ static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
   }
   s->preflight = 0;
   s->proto = get ? kPc_WebProtocol_ConnectUnary : pc_Web_Classify(s->method, ct, ctn, &s->codec);
-  if (s->proto == kPc_WebProtocol_None && c->plain_http) {
+  if (s->proto == kPc_WebProtocol_None && (c->plain_http || c->queue_unknown_types)) {
     s->proto = kPc_WebProtocol_Http;
     s->codec = kPc_WebCodec_Json;
     s->eager = 1;
@@ -923,12 +933,11 @@ static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
     return;
   }
   /* gRPC, gRPC-Web and Connect streaming take POST alone (a GET or HEAD
-   * of Connect unary is a Connect GET): 405, as connect-go answers; a
-   * HEAD's answer has no body, which their responses would carry */
-  if (!get && s->proto != kPc_WebProtocol_Http && s->method && strcmp(s->method, "POST") != 0) {
-    pc_GrpcServerCall_NotAllowed(s, "POST");
-    return;
-  }
+   * of Connect unary is a Connect GET), but a request by another method
+   * is queued: the driver knows which paths name a method, whose answer
+   * is 405 (pc_GrpcServerCall_NotAllowed, as connect-go), and an unknown
+   * path's is the POST's (pc_GrpcServerCall_NotFound; a HEAD's without
+   * its body, finish) */
   if (s->path == NULL) s->path = "";
   s->connect_get = get;
   if (get && !connect_get(s)) return;
@@ -1383,6 +1392,7 @@ pc_GrpcServerConn *pc_GrpcServerConn_New(const pc_GrpcServerOptions *o, pc_Alloc
   if (c->budget < c->max_receive + 5) c->budget = c->max_receive + 5;
   c->stall_timeout = o->stall_timeout ? o->stall_timeout : PC_GRPC_SERVER_DEFAULT_STALL_TIMEOUT;
   c->plain_http = o->plain_http;
+  c->queue_unknown_types = o->queue_unknown_types;
   c->wake = o->wake;
   c->cors = o->cors;
   c->due = -1;

@@ -90,9 +90,13 @@ typedef struct {
    * carries Access-Control-Allow-Origin and the exposed headers. Kept by
    * pointer: it must outlive the engine. */
   const pc_WebCors *cors;
-  int plain_http; /* a request of none of the RPC protocols is queued as a
-                   * kPc_WebProtocol_Http call (its body whole, as one message,
-                   * answered with pc_GrpcServerCall_Respond) instead of HTTP 415 */
+  int plain_http;          /* a request of none of the RPC protocols is queued as a
+                            * kPc_WebProtocol_Http call (its body whole, as one message,
+                            * answered with pc_GrpcServerCall_Respond) instead of HTTP 415 */
+  int queue_unknown_types; /* so is one of those, but a GET or HEAD stays a Connect
+                            * GET as without plain_http: the driver answers 415
+                            * with what the method of its path takes in
+                            * Accept-Post (a streaming one no Connect unary) */
 } pc_GrpcServerOptions;
 
 /* A new connection engine (its SETTINGS are its first output), or NULL
@@ -189,10 +193,13 @@ int pc_GrpcServerCall_HttpVersion(const pc_GrpcServerCall *s);
  * HTTP call; a GET is Connect's when its query has connect=v1, or else
  * unless the listener has plain_http or its content type is gRPC's,
  * gRPC-Web's or Connect streaming's; "HEAD" for a Connect GET's HEAD, read
- * as the GET and answered with its head alone; the engine answers 405
- * "Allow: POST" to any other method of those protocols). A driver
- * refuses a GET of a method with side effects by
- * pc_GrpcServerCall_NotAllowed, as connect-go does. */
+ * as the GET and answered with its head alone; any method of gRPC,
+ * gRPC-Web and Connect streaming requests, which take POST alone). A
+ * driver refuses a GET of a method with side effects, and another method
+ * than POST of those protocols, by pc_GrpcServerCall_NotAllowed, as
+ * connect-go does; such a request to a path that names no method gets
+ * what its POST would (pc_GrpcServerCall_NotFound, the head alone for a
+ * HEAD). */
 const char *pc_GrpcServerCall_HttpMethod(const pc_GrpcServerCall *s);
 
 /* Answers the call HTTP 405 with "Allow: " 'allow' (a static string, e.g.

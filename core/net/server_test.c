@@ -289,6 +289,16 @@ static int32_t request_body(const char *path, const char *ctype, const char *ext
   return nghttp2_submit_request(cli.s, NULL, h, nh, &prd, NULL);
 }
 
+/* A request of 'path' by HTTP 'method', without a body. */
+static int32_t request_no_body(const char *method, const char *path, const char *ctype) {
+  nghttp2_nv h[5] = {{(uint8_t *)":method", (uint8_t *)method, 7, strlen(method), 0},
+                     H(":scheme", "http"),
+                     {(uint8_t *)":path", (uint8_t *)path, 5, strlen(path), 0},
+                     H(":authority", "t"),
+                     {(uint8_t *)"content-type", (uint8_t *)ctype, 12, strlen(ctype), 0}};
+  return nghttp2_submit_request(cli.s, NULL, h, 5, NULL, NULL);
+}
+
 /* Writes at 'b' a gRPC message of 'len' bytes 'p', its prefix first. */
 static void fill_message(unsigned char *b, size_t len) {
   memset(b + 5, 'p', len);
@@ -377,6 +387,57 @@ static void web_calls(void) {
       pc_GrpcServerCall_Free(s);
       pc_GrpcServerConn_Free(c);
     }
+  }
+  /* gRPC, gRPC-Web and Connect streaming by another method than POST are
+   * queued (the driver knows whether the path names a method): a PUT's
+   * 405 by NotAllowed, a HEAD's NotFound the head alone (a Connect
+   * stream's 404 without its end-of-stream body), its status with it. */
+  {
+    static const char *const types[] = {"application/connect+proto", "application/grpc-web+proto",
+                                        "application/grpc"};
+    for (int i = 0; i < 3; i++) {
+      client_new(65535);
+      pc_GrpcServerConn *c = must(server(NULL, 0, 0, 0), "server");
+      int32_t put = request_no_body("PUT", "/t.T/Echo", types[i]);
+      int32_t head = request_no_body("HEAD", "/t.T/Nope", types[i]);
+      shuttle(c);
+      pc_GrpcServerCall *a = must(pc_GrpcServerConn_Accept(c), "call");
+      pc_GrpcServerCall *b = must(pc_GrpcServerConn_Accept(c), "call");
+      CHECK(strcmp(pc_GrpcServerCall_HttpMethod(a), "PUT") == 0);
+      CHECK(strcmp(pc_GrpcServerCall_HttpMethod(b), "HEAD") == 0);
+      pc_GrpcServerCall_NotAllowed(a, "POST");
+      pc_GrpcServerCall_NotFound(b, "unknown method /t.T/Nope", 24);
+      shuttle(c);
+      CHECK(cst(put)->closed && has(cst(put)->headers, ":status=405;"));
+      CHECK(has(cst(put)->headers, "allow=POST;"));
+      CHECK(cst(head)->closed && cst(head)->data_len == 0);
+      CHECK(has(cst(head)->headers, i == 2 ? ":status=200;" : ":status=404;"));
+      if (i > 0) CHECK(has(cst(head)->headers, "grpc-status=12;"));
+      pc_GrpcServerCall_Free(a);
+      pc_GrpcServerCall_Free(b);
+      pc_GrpcServerConn_Free(c);
+    }
+  }
+  /* queue_unknown_types: a content type of no protocol is queued as a
+   * plain HTTP call for the driver's 415 (a GET stays a Connect GET). */
+  {
+    client_new(65535);
+    pc_GrpcServerOptions o;
+    memset(&o, 0, sizeof o);
+    o.queue_unknown_types = 1;
+    pc_Error err;
+    pc_Error_Init(&err);
+    pc_GrpcServerConn *c = must(pc_GrpcServerConn_New(&o, NULL, NULL, &err), "server");
+    request_body("/t.T/Echo", "text/plain", NULL, NULL, "x", 1, 1, 1);
+    request_no_body("GET", "/t.T/Echo?encoding=json&message=%7B%7D", "text/plain");
+    shuttle(c);
+    pc_GrpcServerCall *a = must(pc_GrpcServerConn_Accept(c), "call");
+    pc_GrpcServerCall *b = must(pc_GrpcServerConn_Accept(c), "call");
+    CHECK(pc_GrpcServerCall_Protocol(a) == kPc_WebProtocol_Http);
+    CHECK(pc_GrpcServerCall_Protocol(b) == kPc_WebProtocol_ConnectUnary);
+    pc_GrpcServerCall_Free(a);
+    pc_GrpcServerCall_Free(b);
+    pc_GrpcServerConn_Free(c);
   }
   /* application/grpc+json takes the JSON codec and answers in kind (as
    * connect-go); another subtype is protobuf, as before. */

@@ -304,6 +304,13 @@ end
 
 -- One call, from its headers to its end; a task of the scheduler.
 local function run_call(self, call)
+  if not self.rest and call:protocol() == "http" then
+    -- a content type of none of the protocols, which the engine queued
+    -- for this 415 (queue_unknown_types): its Accept-Post lists what the
+    -- method of its path takes
+    rest.refuse_type(call, self.server.methods[call:path():match("^[^?]*")])
+    return call:close()
+  end
   local refusal = self.refusal -- listener:refuse's
   if refusal then
     if self.rest and call:protocol() == "http" then
@@ -318,22 +325,28 @@ local function run_call(self, call)
   local proto = self.rest and call:protocol()
   -- (a Connect GET, connect=v1 in its query, is no REST request: the
   -- engine took its query, which REST would have read as fields)
-  local post = proto == "connect" and call:http_method() == "POST"
-  if proto == "http" or (post and (not entry or rest_streaming(self.rest, entry, call)) and call:set_http()) then
+  local post = call:http_method() == "POST"
+  -- a GET (or its HEAD) of Connect unary is a Connect GET; gRPC, gRPC-Web
+  -- and Connect streaming take POST alone
+  local protocol, connect_stream = call:protocol()
+  local connect_get = not post and protocol == "connect" and not connect_stream
+  if proto == "http" or (proto == "connect" and post and (not entry or rest_streaming(self.rest, entry, call))
+      and call:set_http()) then
     rest.serve(self, call)
   elseif not entry then
-    call:not_found("unknown method " .. call:path() .. (proto == "connect" and not post
+    -- (by any HTTP method: what a POST to that path gets)
+    call:not_found("unknown method " .. call:path() .. (proto and connect_get
       and " (a Connect GET, connect=v1 in its query, names /pkg.Service/Method)" or "")) -- HTTP 404
+  elseif not post and (not connect_get or entry.info.idempotency_level ~= "NO_SIDE_EFFECTS"
+      or entry.info.client_streaming or entry.info.server_streaming) then
+    -- a Connect GET (or its HEAD) only for unary methods with no side
+    -- effects, other protocols by POST alone; connect-go answers the
+    -- others 405 "Allow: POST", over either HTTP version
+    call:not_allowed()
   elseif entry.info.client_streaming and entry.info.server_streaming and call:http_version() == 1 then
     -- HTTP/1.1 is half-duplex: a client coded for a full-duplex stream
     -- would wait for answers that come only after its request ends.
     call:finish(codes.UNIMPLEMENTED, entry.info.full_name .. ": bidi streams require HTTP/2")
-  elseif call:http_method() ~= "POST" and (entry.info.idempotency_level ~= "NO_SIDE_EFFECTS"
-      or entry.info.client_streaming or entry.info.server_streaming) then
-    -- Connect GET (or its HEAD: the engine answers other protocols'
-    -- other methods itself): only for unary methods with no side
-    -- effects; connect-go answers the others 405 "Allow: POST"
-    call:not_allowed()
   elseif (entry.info.client_streaming or entry.info.server_streaming) and call:protocol() == "connect"
       and not lower(call:content_type() or ""):find("^%s*application/connect%+") then
     -- Connect unary framing holds one message each way: a stream's
@@ -373,9 +386,13 @@ local function run_call(self, call)
       call:finish(code, info.full_name .. bad)
     else
       local ok, result, trace = rpc_server.invoke(entry, info, req, ctx, false, self.core, call)
-      if ok and info.client_streaming and info.server_streaming and result ~= nil then
-        ok, result = false, rpc_server.handler_bug(info.full_name
-          .. ": a bidirectional handler answers with ctx.send and returns nothing", entry)
+      if ok and info.client_streaming and info.server_streaming then
+        ok, result = rpc_server.after_return(entry, function()
+          if result ~= nil then
+            error(rpc_server.handler_bug(info.full_name
+              .. ": a bidirectional handler answers with ctx.send and returns nothing"), 0)
+          end
+        end)
       elseif ok and not info.server_streaming then
         ok, result = rpc_server.after_return(entry, function()
           if result == nil then rpc_server.no_response(info) end
@@ -523,7 +540,9 @@ end
 -- application/grpc[+json], application/grpc-web[-text][+proto|+json],
 -- application/proto or application/json for Connect unary, and
 -- application/connect+proto or +json for Connect streaming; other
--- content-types are HTTP 415; a method the server lacks is UNIMPLEMENTED,
+-- content-types are HTTP 415, whose Accept-Post lists the types the
+-- method of the path takes (a streaming method's without Connect
+-- unary's); a method the server lacks is UNIMPLEMENTED,
 -- HTTP 404 over gRPC-Web and Connect as connect-go answers), "host:port" ("127.0.0.1:50051",
 -- "[::1]:0", ":8080" for every address; port 0 picks a free port,
 -- `listener.port` tells which), or a Unix-domain socket as gRPC spells
@@ -582,14 +601,16 @@ end
 -- GET (`GET /pkg.Svc/Method?connect=v1&encoding=json|proto&message=...
 -- [&base64=1][&compression=gzip]`) is served for unary methods marked
 -- `option idempotency_level = NO_SIDE_EFFECTS` (any other: HTTP 405
--- "Allow: POST" with Content-Length 0, its HEAD too, as connect-go; a bad
+-- "Allow: POST" with Content-Length 0, its HEAD too, as connect-go, over
+-- both HTTP versions, a bidirectional method's included; a bad
 -- query: Connect's error JSON, invalid_argument; with `rest`, a GET
 -- without connect=v1 is REST's, and one of a method's path with Connect
 -- GET's `encoding` or `message` parameters is 404 "no route for GET
 -- /pkg.Svc/Method (a Connect GET needs connect=v1 in its query)"), its
 -- HEAD as the GET with the head alone; gRPC,
 -- gRPC-Web and Connect streaming requests by any HTTP method but POST
--- are HTTP 405 "Allow: POST".
+-- are HTTP 405 "Allow: POST" to a method's path, and to another get what
+-- their POST gets (404, UNIMPLEMENTED; a HEAD the head alone).
 -- `opts.cors` (off by default) lets browser pages of other origins call:
 -- {origins = {"https://app.example", ...} (exact scheme://host[:port]
 -- strings, or "*" for any), headers = {names} (more
@@ -608,8 +629,11 @@ end
 -- `rest` option replace them); every response to an allowed Origin carries
 -- Access-Control-Allow-Origin and the exposed headers (grpc-status,
 -- grpc-message, grpc-status-details-bin, ...; a 415's Accept-Post and a
--- 405's Allow too);
--- another origin gets no CORS header.
+-- 405's Allow too), and Vary: Origin whatever the Origin;
+-- another origin gets no other CORS header; a native gRPC answer
+-- (application/grpc, which no browser calls) gets none, its metadata
+-- staying the handler's (as Envoy's CORS filter adds nothing where no
+-- browser's Origin came).
 -- `opts.rest` (off by default) serves REST/JSON on the same address
 -- (doc/gateway.md): true for the google.api.http annotations of the
 -- services served (the server reflection services left out: gRPC's
@@ -721,7 +745,7 @@ function M.listen(server, address, opts)
     stall_timeout = opts.stall_timeout, max_connection_age = opts.max_connection_age,
     max_connection_age_grace = opts.max_connection_age_grace,
     cors = cors and rest_cors(cors, tc, opts.rest),
-    plain_http = tc ~= nil,
+    plain_http = tc ~= nil, queue_unknown_types = true,
   })
   if not ok then error("pc.listen: " .. tostring(l), 2) end
   return setmetatable({ core = l, server = server, port = l:port(), active = 0, closed = false, rest = tc,

@@ -153,6 +153,22 @@ end
 local web_classify, ACCEPT_POST = core_module.web_classify, core_module.web_accept_post
 local ACCEPT_POST_STREAM = (ACCEPT_POST:gsub(", application/proto, application/json$", ""))
 
+-- rest.refuse_type(call, entry): answers `call`, whose content type is
+-- none of gRPC's, gRPC-Web's or Connect's (none, or text/plain), 415 as
+-- connect-go does, Accept-Post listing the types the method of `entry`
+-- takes (a streaming method's leaves Connect unary's out; every type
+-- when `entry` is nil, a path that names no method).
+function M.refuse_type(call, entry)
+  local info = entry and entry.info
+  local body = "content-type must be gRPC's, gRPC-Web's or Connect's (see Accept-Post)\n"
+  if call:respond(415, { { "content-type", "text/plain" }, { "content-length", tostring(#body) },
+    { "accept-post", info and (info.client_streaming or info.server_streaming) and ACCEPT_POST_STREAM
+      or ACCEPT_POST } }) then
+    call:send(body)
+  end
+  return call:finish(codes.OK, "")
+end
+
 -- rest.serve(listener, call): answers one REST request (a task of the
 -- scheduler, as listen.lua's run_call). HEAD is answered as GET, its
 -- response the head alone, content-length and all (RFC 9110 9.3.2): a
@@ -169,13 +185,7 @@ function M.serve(self, call)
   if not route and call:http_method() == "POST" and named and not web_classify("POST", call:content_type()) then
     -- a method's own path without a content type of gRPC, gRPC-Web or
     -- Connect (none, or text/plain): what connect-go answers, not 404
-    local body = "content-type must be gRPC's, gRPC-Web's or Connect's (see Accept-Post)\n"
-    if call:respond(415, { { "content-type", "text/plain" }, { "content-length", tostring(#body) },
-      { "accept-post", (named.info.client_streaming or named.info.server_streaming) and ACCEPT_POST_STREAM
-        or ACCEPT_POST } }) then
-      call:send(body)
-    end
-    return call:finish(codes.OK, "")
+    return M.refuse_type(call, named)
   end
   if not route then
     local q = target:match("%?(.*)")

@@ -264,14 +264,13 @@ local function defined_at(entry)
   return format("(handler defined at %s:%d)", d.short_src, d.linedefined)
 end
 
---- err = handler_bug(text, entry): an INTERNAL pc.Error `text` for a
--- handler's bug (what it returned or sent is no response), which log_text
--- logs, with the traceback of handler_bug's caller's caller; with `entry`
--- (the bug was found after the handler returned: that traceback has no
--- frame of it), also where the handler of `entry` was defined.
-function M.handler_bug(text, entry)
+--- err = handler_bug(text): an INTERNAL pc.Error `text` for a handler's
+-- bug (what it returned or sent is no response), which log_text logs,
+-- with the traceback of handler_bug's caller's caller (raised inside
+-- after_return, also with where the handler was defined).
+function M.handler_bug(text)
   local err = status("INTERNAL", text)
-  handler_bugs[err] = { trace = (traceback("", 3):gsub("^\n", "")), at = entry and defined_at(entry) }
+  handler_bugs[err] = { trace = (traceback("", 3):gsub("^\n", "")) }
   return err
 end
 

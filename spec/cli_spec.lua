@@ -275,6 +275,7 @@ describe("protocall's words for a user's slips (a fresh user's review)", functio
     assert.matches("http://host:port h2c and https://host:port TLS whatever\n-plaintext says", out, 1, true)
     out = run(BIN .. " help gateway")
     assert.matches("^usage: protocall gateway %[%-listen ADDR%] ", out)
+    assert.matches("services of the schema that\nUPSTREAM's reflection does not list", out, 1, true)
     out = run(BIN .. " help serve")
     assert.matches("The script loads its\nservices' schema itself", out, 1, true)
   end)

@@ -528,6 +528,52 @@ describe("protocall gateway", function()
     os.execute("rm -rf " .. q(dir))
     assert(ok, err)
   end)
+
+  it("warns at start of -proto services its upstream's reflection does not list, and serves on", function()
+    local pc = require "protocall"
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute("mkdir -p " .. dir .. "/grpc/reflection/v1"))
+    write(dir .. "/grpc/reflection/v1/reflection.proto", pc.builtin_source("grpc/reflection/v1/reflection.proto"))
+    local refl = helper.spawn_command("/usr/bin/python3 spec/reflection_server.py 0 " .. dir .. " v1",
+      "reflection_server.py")
+    -- gw.Library is not the upstream's; faults.Faults is
+    local extra = G.start_gateway(BIN, refl.port, "-I spec/fixtures/protos -proto grpc/faults.proto"
+      .. " -proto gateway/library.proto", nil, true)
+    local all = G.start_gateway(BIN, refl.port, "-I spec/fixtures/protos -proto grpc/faults.proto", nil, true)
+    local function log_of(gw)
+      local f = assert(io.open(gw.log))
+      local text = f:read("a")
+      f:close()
+      return text
+    end
+    local ok, err = pcall(function()
+      local line = "protocall gateway: warning: the upstream 127.0.0.1:" .. refl.port .. " does not serve gw.Library"
+        .. " (its reflection lists: faults.Faults, faults.Talk, grpc.reflection.v1.ServerReflection)\n"
+      local found, log = G.eventually(10, function()
+        local text = log_of(extra)
+        return text:find(line, 1, true) ~= nil, text
+      end)
+      assert(found, log)
+      -- said once, after the listening line (the log's first line is the shell's pid); the gateway serves on
+      assert.matches("^%d+\nprotocall gateway: listening on [^\n]*\n" .. line:gsub("%p", "%%%0") .. "$", log)
+      for _, gw in ipairs { extra, all } do
+        local code, body = G.request(gw, "/faults.Faults/Echo", { body = "{}",
+          headers = { "Content-Type: application/json" } })
+        assert.are.equal(200, code, body)
+      end
+      -- every service served: no warning, its check (bounded by 2 s) long over
+      os.execute("sleep 2.5")
+      assert.is_nil(log_of(all):find("warning", 1, true), log_of(all))
+    end)
+    helper.stop(extra)
+    helper.stop(all)
+    helper.stop(refl)
+    os.remove(extra.log)
+    os.remove(all.log)
+    os.execute("rm -rf " .. q(dir))
+    assert(ok, err)
+  end)
 end)
 
 -- `protocall gateway -refresh`: the upstream on a port of its own is
@@ -622,7 +668,7 @@ describe("protocall gateway -refresh", function()
     -- stderr names the -rules file, and says once that it takes a restart to read it again (its next
     -- reads, a second apart, failing alike)
     local line = "protocall gateway: the upstream's changed schema is not served, the current one stays: -rules '"
-      .. rules .. "': http rules: rule 1: selector 'faults.Faults.Echo' names no method of the services "
+      .. rules .. "':1:25: http rules: rule 1: selector 'faults.Faults.Echo' names no method of the services "
       .. "(-rules is read at start: restart the gateway to take a fixed file)\n"
     ok, log = G.eventually(10, function()
       local fl = assert(io.open(ruled.log))
@@ -801,7 +847,7 @@ describe("protocall gateway with the upstream down at start", function()
     local log = f:read("a")
     f:close()
     assert.matches("the upstream's schema is not served, calls fail INTERNAL meanwhile: -rules '"
-      .. rules .. "': http rules: rule 1: selector 'faults.Faults.Nope' names no method", log, 1, true)
+      .. rules .. "':1:25: http rules: rule 1: selector 'faults.Faults.Nope' names no method", log, 1, true)
   end)
 end)
 
@@ -891,40 +937,56 @@ describe("protocall gateway refusing to start", function()
     os.remove(rules)
   end)
 
-  it("exits naming the rule (from 1) whose selector names no method of the schema", function()
+  it("exits naming the rule (from 1) whose selector names no method of the schema, at its line:col", function()
     local rules = os.tmpname()
-    write(rules, '{"rules": [{"selector": "gw.Library.Echo", "get": "/e"}, {"selector": "gw.Nope.M", "get": "/n"}]}')
+    write(rules, '{"rules": [{"selector": "gw.Library.Echo", "get": "/e"},\n  {"selector": "gw.Nope.M", "get": "/n"}]}')
     local out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -rules " .. q(rules)
       .. " -I spec/fixtures/protos -proto gateway/library.proto 127.0.0.1:1 2>&1; echo status $?")
     os.remove(rules)
-    -- named by the -rules file, as its read errors are
-    assert.are.equal("protocall gateway: -rules '" .. rules .. "': http rules: rule 2: selector 'gw.Nope.M' names no "
-      .. "method of the services\nstatus 1\n", out)
+    -- named by the -rules file, as its read errors are, at the selector's line:col
+    assert.are.equal("protocall gateway: -rules '" .. rules .. "':2:16: http rules: rule 2: selector 'gw.Nope.M' names"
+      .. " no method of the services\nstatus 1\n", out)
     -- a huge selector: its first 80 bytes said
     rules = os.tmpname()
     write(rules, '{"rules": [{"selector": "' .. ("gw."):rep(2000000) .. 'M", "get": "/n"}]}')
     out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -rules " .. q(rules)
       .. " -I spec/fixtures/protos -proto gateway/library.proto 127.0.0.1:1 2>&1; echo status $?")
     os.remove(rules)
-    assert.are.equal("protocall gateway: -rules '" .. rules .. "': http rules: rule 1: selector '" .. ("gw."):rep(26)
-      .. "gw...' names no method of the services\nstatus 1\n", out)
+    assert.are.equal("protocall gateway: -rules '" .. rules .. "':1:25: http rules: rule 1: selector '"
+      .. ("gw."):rep(26) .. "gw...' names no method of the services\nstatus 1\n", out)
   end)
 
-  it("exits naming the rule (from 1), its method and pattern, whose pattern does not fit the schema", function()
+  it("exits naming the rule (from 1), its method and pattern, whose pattern does not fit the schema, at the"
+    .. " line:col of the member at fault", function()
     local rules = os.tmpname()
-    write(rules, '{"rules": [{"selector": "gw.Library.Echo", "get": "/e/{text}",'
-      .. ' "additional_bindings": [{"post": "/e", "body": "nope"}]}]}')
-    local out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -rules " .. q(rules)
-      .. " -I spec/fixtures/protos -proto gateway/library.proto 127.0.0.1:1 2>&1; echo status $?")
-    assert.are.equal("protocall gateway: -rules '" .. rules .. "': http rules: rule 1: gw.Library.Echo: POST /e: "
-      .. "body 'nope': no such top-level field in gw.EchoRequest\nstatus 1\n", out)
-    write(rules, '{"rules": [{"selector": "gw.Library.Echo", "get": "/e"}, {"selector": "gw.Library.Echo",'
-      .. ' "get": "/e/{nope}"}]}')
-    out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -rules " .. q(rules)
-      .. " -I spec/fixtures/protos -proto gateway/library.proto 127.0.0.1:1 2>&1; echo status $?")
+    for text, why in pairs {
+      -- an additional binding's body
+      ['{"rules": [{"selector": "gw.Library.Echo", "get": "/e/{text}",\n "additional_bindings": [{"post": "/e",'
+        .. ' "body": "nope"}]}]}'] =
+        ":2:49: http rules: rule 1: gw.Library.Echo: POST /e: body 'nope': no such top-level field in gw.EchoRequest",
+      -- a template's variable: its pattern; a google.api.Service's http member
+      ['{"http": {"rules": [{"selector": "gw.Library.Echo", "get": "/e"}, {"selector": "gw.Library.Echo",\n'
+        .. ' "get": "/e/{nope}"}]}}'] =
+        ":2:9: http rules: rule 2: gw.Library.Echo: GET /e/{nope}: variable 'nope': no field 'nope' in"
+        .. " gw.EchoRequest",
+      ['{"rules": [{"selector": "gw.Library.Echo",\n  "get": "/e", "body": "*"}]}'] =
+        ":2:24: http rules: rule 1: gw.Library.Echo: GET /e: a GET rule may not have a body ('*')",
+      -- by its JSON name
+      ['{"rules": [{"selector": "gw.Library.Echo", "post": "/e", "body": "*", "responseBody": "zz"}]}'] =
+        ":1:87: http rules: rule 1: gw.Library.Echo: POST /e: response_body 'zz': no such top-level field in"
+        .. " gw.EchoReply",
+      -- a duplicate route: the pattern of the rule compiled second; a byte order mark's bytes counted
+      ['\239\187\191{"rules": [{"selector": "gw.Library.Echo", "post": "/e", "body": "*"},\n'
+        .. ' {"selector": "gw.Library.GetBook", "post": "/e", "body": "*"}]}'] =
+        ":1:55: http rules: rule 1: gw.Library.Echo: POST /e: the same method and template as gw.Library.GetBook's"
+        .. " rule POST /e",
+    } do
+      write(rules, text)
+      local out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -rules " .. q(rules)
+        .. " -I spec/fixtures/protos -proto gateway/library.proto 127.0.0.1:1 2>&1; echo status $?")
+      assert.are.equal("protocall gateway: -rules '" .. rules .. "'" .. why .. "\nstatus 1\n", out)
+    end
     os.remove(rules)
-    assert.are.equal("protocall gateway: -rules '" .. rules .. "': http rules: rule 2: gw.Library.Echo: GET "
-      .. "/e/{nope}: variable 'nope': no field 'nope' in gw.EchoRequest\nstatus 1\n", out)
   end)
 
   it("exits naming the flag of a -rules file that cannot be read, and a bad -cors as a usage error", function()

@@ -123,9 +123,7 @@ static int has_container(const pc_FieldDef *f) {
 static void clear_all(lua_State *L, pc_Message *msg, const pc_MessageDef *def) {
   lua_settop(L, 1);
   int a = lpc_push_anchor(L, 1);
-  int containers = 0;
-  for (uint32_t i = 0; i < def->field_count; i++) containers += has_container(&def->fields[i]);
-  int kept = lua_checkstack(L, containers + LUA_MINSTACK);
+  int kept = lua_checkstack(L, (int)def->repeated_count + LUA_MINSTACK);
   for (uint32_t i = 0; i < def->field_count; i++) {
     if (!has_container(&def->fields[i])) continue;
     lpc_push_container(L, 1, msg, &def->fields[i]);

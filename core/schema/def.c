@@ -857,9 +857,11 @@ static int cmp_field_name(const void *x, const void *y) {
 static void layout(pc_MessageDef *m, pc_FieldDef *fields, pc_OneofDef *oneofs) {
   uint32_t hasbits = 0;
   m->required_count = 0;
+  m->repeated_count = 0;
   for (uint32_t i = 0; i < m->field_count; i++) {
     pc_FieldDef *f = &fields[i];
     if (f->label == kPc_Label_Required) m->required_count++;
+    if (f->label == kPc_Label_Repeated) m->repeated_count++;
     f->hasbit = -1;
     if (f->has_presence && f->oneof == NULL && f->message == NULL) f->hasbit = (int32_t)hasbits++;
   }

@@ -198,6 +198,7 @@ struct pc_MessageDef {
   uint32_t hasbit_count;
   uint32_t index;          /* declaration order in its file (depth-first) */
   uint32_t required_count; /* proto2 `required` fields (the codec checks them) */
+  uint32_t repeated_count; /* repeated fields, maps too: the containers a message holds */
 };
 
 struct pc_EnumValueDef {

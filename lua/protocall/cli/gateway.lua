@@ -17,6 +17,8 @@ local max, now, forwarding = math.max, sched.now, require("protocall.rpc.server"
 local metadata_problem = require("protocall.core").metadata_problem
 local seconds_problem = require("protocall.internal").seconds_problem
 local upstream_failure = require("protocall.http.web").upstream_failure
+local rest_services = require("protocall.rpc.rest").services
+local shown = require("protocall.http.template").shown
 
 local M = {}
 
@@ -43,7 +45,10 @@ M.gateway = {
           "end on the old one), and a read that fails or a schema whose rules do not\n" ..
           "compile keeps the current one, saying why on stderr. An UPSTREAM that cannot be\n" ..
           "reached at start is read again (1 s growing to 60 s) while calls are refused\n" ..
-          "UNAVAILABLE (REST: 503); a bad -rules file or any other error at start exits.\n" ..
+          "UNAVAILABLE (REST: 503); a bad -rules file (said at its LINE:COL) or any other\n" ..
+          "error at start exits. With -proto/-protoset, services of the schema that\n" ..
+          "UPSTREAM's reflection does not list (asked at start, 2 s at most) are warned of\n" ..
+          "on stderr, the gateway serving on (no reflection, or no UPSTREAM then: no check).\n" ..
           "-header passes a request header on as metadata for REST requests (besides\n" ..
           "Authorization and Grpc-Metadata-*; REST only: gRPC, gRPC-Web and Connect pass\n" ..
           "every request header on as metadata, as their protocols make headers metadata,\n" ..
@@ -370,6 +375,47 @@ local function reflect(r)
   return { pool = r.pool, services = names, key = concat(key, "\0") }
 end
 
+-- The longest the check of the upstream's services (check_served) waits
+-- for its reflection's answer, in seconds (-max-time when shorter).
+local CHECK_SECONDS = 2
+-- The most names of the upstream's services its warning lists.
+local CHECK_LISTED = 20
+
+-- Warns on stderr when the upstream (`target`: UPSTREAM as typed) lists
+-- its services by reflection and some of `services` (those of
+-- -proto/-protoset the gateway forwards) are not among them: every call
+-- to those would fail. A task of its own (serving does not wait for it),
+-- its read bounded by CHECK_SECONDS, over a connection of its own (a
+-- failed attempt leaves the calls' channel without a reconnection
+-- backoff); an upstream without reflection, not reachable or not
+-- answering in time is not checked, and nothing is said.
+local function check_served(flags, target, services)
+  local transport = common.connect(flags, target, "gateway")
+  pc.spawn(function()
+    local opts = common.reflection_options(flags, "gateway")
+    opts.timeout = math.min(opts.timeout or CHECK_SECONDS, CHECK_SECONDS)
+    local r = reflection.client(transport, opts)
+    local ok, listed = pcall(r.services)
+    r.close()
+    transport:close()
+    if not ok then return end
+    local have, missing, names = {}, {}, {}
+    for i, s in ipairs(listed) do
+      have[s] = true
+      if i <= CHECK_LISTED then names[i] = shown(s) end
+    end
+    if #listed > CHECK_LISTED then names[#names + 1] = format("... (%d in all)", #listed) end
+    for _, s in ipairs(services) do
+      if not have[s] and not s:find("^grpc%.reflection%.") then missing[#missing + 1] = s end
+    end
+    if #missing == 0 then return end
+    sort(missing)
+    stderr:write(format("protocall gateway: warning: the upstream %s does not serve %s (its reflection lists: %s)\n",
+      shown(target), concat(missing, ", "), #names > 0 and concat(names, ", ") or "no service"))
+    stderr:flush()
+  end)
+end
+
 -- Writes on stderr the REST routes of the transcoder `tc` (pc.listen's
 -- listener.rest), one a line in the order served: the HTTP method, the
 -- template, the method it calls and where its rule comes from (the
@@ -405,27 +451,51 @@ local function sayer()
   end
 end
 
--- The JSON failure `why` of the -rules file `file` holding `text`, of
--- which the JSON read skipped the first `skipped` bytes (a byte order
--- mark): its byte offset ("... at offset 7") as the file's line and byte
--- column, from 1, before it ("-rules 'FILE':2:5: http rules: $: ..."), as
--- a compiler names a place; `why` after "-rules 'FILE': " when it has
--- none.
-local function located(file, text, why, skipped)
-  local head, at = why:match("^(.*) at offset (%d+)$")
-  if not head then return format("-rules '%s': %s", file, why) end
-  local before = text:sub(1, tonumber(at) + skipped)
+-- The failure `why` of the -rules file `rules` ({file =, text = its
+-- bytes, bom = the bytes of a byte order mark the JSON read skipped, http
+-- = the text read}) at the byte offset `at` of `rules.http`: that offset
+-- as the file's line and byte column, from 1, before it ("-rules
+-- 'FILE':2:5: http rules: $: ..."), as a compiler names a place; `why`
+-- after "-rules 'FILE': " when `at` is nil.
+local function placed(rules, at, why)
+  if not at then return format("-rules '%s': %s", rules.file, why) end
+  local before = rules.text:sub(1, at + rules.bom)
   local _, lines = before:gsub("\n", "")
   local col = #before - (before:match("^.*()\n") or 0) + 1
-  return format("-rules '%s':%d:%d: %s", file, lines + 1, col, head)
+  return format("-rules '%s':%d:%d: %s", rules.file, lines + 1, col, why)
 end
 
--- The failure `text` of pc.listen's rest option ("pc.listen: " left out)
--- with the -rules file `file` (nil: none) named for its rules: their
--- errors lead with "rest: http rules: " (an annotation's name its method).
-local function rules_error(text, file)
-  if not file then return text end
-  return (text:gsub("^rest: http rules: ", function() return format("-rules '%s': http rules: ", file) end))
+-- The JSON read's failure `why` of the -rules file `rules` (placed's) at
+-- the place it ends with ("... at offset 7"), if any.
+local function located(rules, why)
+  local head, at = why:match("^(.*) at offset (%d+)$")
+  return placed(rules, head and tonumber(at), head or why)
+end
+
+-- The byte offset in the -rules JSON text `http` of the member at `place`
+-- (a JSON path of google.api.Http, http_rules.binding_problem's or
+-- http_rules.compile's): under a google.api.Service's "http" member, else
+-- at the top level; nil when it is not found.
+local function offset_of(http, place)
+  local in_service = { "http" }
+  for i, step in ipairs(place) do in_service[i + 1] = step end
+  return http_rules.value_offset(http, in_service) or http_rules.value_offset(http, place)
+end
+
+-- The failure `text` of pc.listen's rest option ("pc.listen: " left out;
+-- pc.listen's or listener:set_server's, with the pc.server `server` and
+-- the rest option `rest`) with the -rules file `rules` (placed's; nil:
+-- none) named for its rules: their errors lead with "rest: http rules: "
+-- (an annotation's name its method), and say the file's line:col of the
+-- rule's member at fault (its selector, body, response_body or pattern),
+-- as its JSON errors do ("-rules 'FILE':3:17: http rules: rule 2: ..."):
+-- http_rules.compile, run again as the rest option ran it, finds it.
+local function rules_error(text, rules, server, rest)
+  local why = rules and server and text:match("^rest: (http rules: .*)$")
+  if not why then return text end
+  local _, err, place = http_rules.compile(server.pool, rest_services(server),
+    { http = rest.http, unbound = rest.unbound })
+  return placed(rules, err == why and place and offset_of(rules.http, place) or nil, why)
 end
 
 -- Whether the failure `err` of a read means the upstream is not there
@@ -458,8 +528,8 @@ end
 -- upstream down: `first`, the listener refusing every call UNAVAILABLE)
 -- the reads come sooner, after 1 s and then 1.6 times longer each time up
 -- to `seconds` (60 when 0), until one gives a schema, which is then served
--- with the REST option `rest`.
-local function refresh_task(flags, transport, listener, got, seconds, rest, first)
+-- with the REST option `rest` (`rules`: its -rules file, placed's).
+local function refresh_task(flags, transport, listener, got, seconds, rest, rules, first)
   local opts = common.reflection_options(flags, "gateway")
   local say = sayer()
   local wait, channel_wait = 1, nil
@@ -492,9 +562,8 @@ local function refresh_task(flags, transport, listener, got, seconds, rest, firs
         say("reading the upstream's schema failed, trying again (calls fail UNAVAILABLE meanwhile): "
           .. without_hint(new))
       elseif not got or new.key ~= got.key then
-        local okS, err = #new.services > 0, "no service in the schema"
+        local okS, err, server = #new.services > 0, "no service in the schema", nil
         if okS then
-          local server
           okS, server = pcall(M.gateway_server, new.pool, transport, new.services, flags.validate,
             flags.timeout)
           if okS then
@@ -519,7 +588,7 @@ local function refresh_task(flags, transport, listener, got, seconds, rest, firs
               or pc.Error { code = "UNAVAILABLE", message = "the upstream's schema is not served: " .. why })
           end
           -- (the -rules file was read at start, once: a fixed file needs a restart)
-          local named = rules_error(why, flags.rules)
+          local named = rules_error(why, rules, server, rest)
           if named ~= why then
             named = named .. " (-rules is read at start: restart the gateway to take a fixed file)"
           end
@@ -562,25 +631,21 @@ function M.gateway.run(flags, args)
   -- -rules checked as far as it goes without the schema (JSON, google.api.Http's
   -- shape, each rule's pattern and template); whether its selectors name methods,
   -- and its templates' variables fields, is known once the schema is read
-  local http_text
+  local rules
   if flags.rules then
     local text = common.read_input(flags.rules, "-rules")
     -- a leading UTF-8 byte order mark is skipped (RFC 8259 section 8.1 lets
     -- a parser ignore it); columns count bytes, its three too, as protoc
     -- counts them in a .proto file
     local bom = text:sub(1, 3) == "\239\187\191" and 3 or 0
-    http_text = text:sub(bom + 1)
-    local http, why = http_rules.http_config(http_text)
-    if not http then fail(located(flags.rules, text, why, bom)) end
+    rules = { file = flags.rules, text = text, bom = bom, http = text:sub(bom + 1) }
+    local http, why = http_rules.http_config(rules.http)
+    if not http then fail(located(rules, why)) end
     -- a pattern or template wrong whatever the schema, at the file's line:col
     local place
     why, place = http_rules.binding_problem(http)
     if why then
-      -- a google.api.Service's rules are under its "http" member
-      local in_service = { "http" }
-      for i, step in ipairs(place) do in_service[i + 1] = step end
-      local at = http_rules.value_offset(http_text, in_service) or http_rules.value_offset(http_text, place)
-      fail(located(flags.rules, text, why .. (at and " at offset " .. at or ""), bom))
+      fail(placed(rules, offset_of(rules.http, place), why))
     end
   end
   local transport = common.connect(flags, args[1], "gateway")
@@ -615,7 +680,7 @@ function M.gateway.run(flags, args)
     rest.headers = { "authorization" }
     for _, h in ipairs(flags.header) do rest.headers[#rest.headers + 1] = h end
   end
-  rest.http = http_text
+  rest.http = rules and rules.http
   -- with the upstream unreachable, a server refusing every call until the schema is read (refresh_task)
   local okS, server = true, unreachable and pc.server({})
   if not unreachable then okS, server = pcall(M.gateway_server, pool, transport, services, flags.validate, t) end
@@ -630,7 +695,7 @@ function M.gateway.run(flags, args)
     n, why = tostring(listener):match("cors%.expose%[(%d+)%] (must be a header name), got ")
     if n then usage_error("gateway", format("-cors-expose '%s': %s", flags["cors-expose"][tonumber(n)], why)) end
     fail(rules_error(common.listen_error(listener, { cert_file = "-listen-cert", key_file = "-listen-key" }),
-      flags.rules))
+      rules, server, rest))
   end
   if unreachable then listener:refuse(not_read(unreachable, 1)) end
   local host = addr:match("^(.*):%d+$") or "127.0.0.1"
@@ -640,8 +705,9 @@ function M.gateway.run(flags, args)
   stderr:flush()
   if flags["print-routes"] and not unreachable then print_routes(listener.rest) end
   pc.spawn(function() listener:serve() end)
+  if common.has_schema(flags) then check_served(flags, args[1], services) end
   if unreachable or (refresh or 60) > 0 and got then
-    refresh_task(flags, transport, listener, got, refresh or 60, rest, unreachable)
+    refresh_task(flags, transport, listener, got, refresh or 60, rest, rules, unreachable)
   end
   pc.run()
   return 0

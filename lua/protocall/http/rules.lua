@@ -157,17 +157,26 @@ local function binding(rule, nested)
   return { method = http_method, path = path, t = t, pattern = pattern }
 end
 
--- One route of one binding (rule or additional binding) of method `m`;
+-- One route of one binding (rule or additional binding; `nested`: an
+-- additional binding's number among its rule's, from 1) of method `m`;
 -- `n`: the rule's number among those given apart (opts.http), from 1,
 -- which its errors lead with as its reading's errors do (rules_error),
 -- and which the route keeps as `rule`; else (an annotation, or with
--- `unbound` opts.unbound's POST) nil.
+-- `unbound` opts.unbound's POST) nil. nil, what is wrong and, for a rule
+-- given apart, where in its JSON (M.compile's third result).
 local function compile(self, m, rule, nested, n, unbound)
   local b, why, pattern = binding(rule, nested)
   pattern = b and b.pattern or pattern
   local what = n and format("http rules: rule %d: %s: %s", n, m.full_name, pattern)
     or format("%s: rule %s", m.full_name, pattern)
-  if not b then return nil, what .. ": " .. why end
+  -- the JSON path of the binding's member `member` (nil: of its pattern)
+  local function at(member)
+    if not n then return nil end
+    local place = nested and { "rules", n - 1, "additional_bindings", nested - 1 } or { "rules", n - 1 }
+    place[#place + 1] = member or which_oneof(rule, "pattern")
+    return place
+  end
+  if not b then return nil, what .. ": " .. why, at() end
   local http_method, path, t = b.method, b.path, b.t
   local pool, cache = self.pool, self.fields
   local route = {
@@ -179,13 +188,13 @@ local function compile(self, m, rule, nested, n, unbound)
   }
   for _, v in ipairs(t.vars) do
     local fields, err = resolve(cache, pool, m.input, v.path)
-    if not fields then return nil, format("%s: variable '%s': %s", what, shown(v.field), err) end
+    if not fields then return nil, format("%s: variable '%s': %s", what, shown(v.field), err), at() end
     local last = fields[#fields]
     if last.repeated and not last.map then
-      return nil, format("%s: variable '%s': a repeated field", what, shown(v.field))
+      return nil, format("%s: variable '%s': a repeated field", what, shown(v.field)), at()
     end
     local p = leaf_problem(last)
-    if p then return nil, format("%s: variable '%s': %s", what, shown(v.field), p) end
+    if p then return nil, format("%s: variable '%s': %s", what, shown(v.field), p), at() end
     v.fields = fields
     route.bound[v.field] = true
   end
@@ -193,27 +202,28 @@ local function compile(self, m, rule, nested, n, unbound)
   if route.body ~= "" and route.body ~= "*" then
     local f = field_index(cache, pool, m.input)[route.body]
     if not f or f.name ~= route.body then
-      return nil, format("%s: body '%s': no such top-level field in %s", what, shown(route.body), m.input.full_name)
+      return nil, format("%s: body '%s': no such top-level field in %s", what, shown(route.body), m.input.full_name),
+        at("body")
     end
     if route.bound[route.body] then
-      return nil, format("%s: body '%s': the field is bound by the path too", what, shown(route.body))
+      return nil, format("%s: body '%s': the field is bound by the path too", what, shown(route.body)), at("body")
     end
     route.body_field = f
     route.body_is_http_body = f.type_name == HTTP_BODY and not f.repeated
   elseif input_is_body then
     if #t.vars > 0 then
-      return nil, format("%s: google.api.HttpBody request: no field may be bound by the path", what)
+      return nil, format("%s: google.api.HttpBody request: no field may be bound by the path", what), at()
     end
     route.body_is_http_body = route.body == "*"
   end
   if http_method == "GET" and route.body ~= "" then
-    return nil, format("%s: a GET rule may not have a body ('%s')", what, shown(route.body))
+    return nil, format("%s: a GET rule may not have a body ('%s')", what, shown(route.body)), at("body")
   end
   if route.response_body ~= "" then
     local f = field_index(cache, pool, m.output)[route.response_body]
     if not f or f.name ~= route.response_body then
       return nil, format("%s: response_body '%s': no such top-level field in %s", what, shown(route.response_body),
-        m.output.full_name)
+        m.output.full_name), at("response_body")
     end
     route.response_field = f
     route.response_is_http_body = f.type_name == HTTP_BODY and not f.repeated
@@ -223,7 +233,7 @@ local function compile(self, m, rule, nested, n, unbound)
   local ok, other = self.router:add(t, http_method, route)
   if not ok then
     return nil, format("%s: the same method and template as %s's rule %s", what, other.method,
-      describe(other.http_method, other.template))
+      describe(other.http_method, other.template)), at()
   end
   self.routes[#self.routes + 1] = route
   return route
@@ -436,14 +446,18 @@ function M.binding_problem(http)
   return nil
 end
 
---- set | nil, err = M.compile(pool, services, opts): the routes of the
+--- set | nil, err, place = M.compile(pool, services, opts): the routes of the
 -- methods of `services` (a list of full names; nil: every service of the
 -- pool), from their annotations and from `opts.http` (rules given apart,
 -- which replace a method's annotation, "last one wins" among them), plus
 -- with `opts.unbound` a POST "/pkg.Service/Method" with body "*" for each
 -- method left without a rule (grpc-gateway's generate_unbound_methods).
 -- Returns {router, routes = {...}, by_method = {[full name] = {route...}},
--- fields = the field index cache, pool, fully_decode}.
+-- fields = the field index cache, pool, fully_decode}; else nil, what is
+-- wrong and, for a rule of `opts.http`, where in its JSON as
+-- M.binding_problem says it: {"rules", i, "selector"}, {"rules", i,
+-- "additional_bindings", j, "body"}, ... (the member at fault: the
+-- selector, body or response_body, else the pattern's; indices from 0).
 function M.compile(pool, services, opts)
   local self = {
     pool = pool, router = template.router(), routes = {}, fields = setmetatable({}, { __mode = "k" }),
@@ -473,7 +487,8 @@ function M.compile(pool, services, opts)
     for i, rule in mipairs(http.rules) do
       local sel = rule.selector
       if not methods[sel] then
-        return nil, format("http rules: rule %d: selector '%s' names no method of the services", i, shown(sel))
+        return nil, format("http rules: rule %d: selector '%s' names no method of the services", i, shown(sel)),
+          { "rules", i - 1, "selector" }
       end
       rules[sel], numbers[sel] = rule, i
     end
@@ -481,15 +496,15 @@ function M.compile(pool, services, opts)
   for _, m in ipairs(methods) do
     local rule, n = rules[m.full_name], numbers[m.full_name]
     if rule then
-      local ok, err = compile(self, m, rule, false, n)
-      if not ok then return nil, err end
-      for _, extra in mipairs(rule.additional_bindings) do
-        ok, err = compile(self, m, extra, true, n)
-        if not ok then return nil, err end
+      local ok, err, place = compile(self, m, rule, nil, n)
+      if not ok then return nil, err, place end
+      for j, extra in mipairs(rule.additional_bindings) do
+        ok, err, place = compile(self, m, extra, j, n)
+        if not ok then return nil, err, place end
       end
     elseif opts.unbound then
       local _, _, Rule = config_types()
-      local ok, err = compile(self, m, Rule { post = m.path, body = "*" }, false, nil, true)
+      local ok, err = compile(self, m, Rule { post = m.path, body = "*" }, nil, nil, true)
       if not ok then return nil, err end
     end
   end

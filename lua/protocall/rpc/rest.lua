@@ -29,6 +29,23 @@ local REST_KEYS = {
   timeout = true, timeouts = true,
 }
 
+--- services = rest.services(server): the services of the pc.server
+-- `server` that pc.listen's `rest` option routes, sorted: all but the
+-- server reflection ones (gRPC's: reflection clients speak it; no route,
+-- -unbound's neither).
+function M.services(server)
+  local seen, services = setmetatable({}, { __index = reflection.SERVICES }), {}
+  for _, entry in pairs(server.methods) do
+    local name = entry.info.full_name:match("^(.*)%.[^.]+$")
+    if not seen[name] then
+      seen[name] = true
+      services[#services + 1] = name
+    end
+  end
+  table.sort(services)
+  return services
+end
+
 -- tc = rest.transcoder(server, opt, max_receive): the transcoder of pc.listen's `rest`
 -- option: true (the google.api.http annotations of the services served)
 -- or a table of pc.transcoder's options (`http` rules given apart,
@@ -49,18 +66,7 @@ function M.transcoder(server, opt, max_receive)
       opts[k] = v
     end
   end
-  -- (the server reflection services are gRPC's: reflection clients speak
-  -- it; no route, -unbound's neither)
-  local seen, services = setmetatable({}, { __index = reflection.SERVICES }), {}
-  for _, entry in pairs(server.methods) do
-    local name = entry.info.full_name:match("^(.*)%.[^.]+$")
-    if not seen[name] then
-      seen[name] = true
-      services[#services + 1] = name
-    end
-  end
-  table.sort(services)
-  opts.services = services
+  opts.services = M.services(server)
   opts.max_body_bytes = max_receive or 4194304
   local transcoder = require("protocall.http.transcode").transcoder
   local ok, tc = pcall(transcoder, server.pool, opts)

@@ -17,14 +17,16 @@
 --       a number: the root is kept by a plain reference. LuaJIT without
 --       LUAJIT_ENABLE_LUA52COMPAT (OpenResty's build) ignores __len on a
 --       table, so its containers hold their length as `n` and the reader
---       reads that, not `#c`;
---   (e) a cdata view with no lifetime at all (unsafe: the lower bound).
+--       reads that, not `#c`. Also with its views escaping (the reader
+--       stores each, so the JIT cannot sink them), and with identity kept
+--       (each view keeps the children it made in a table of its own);
+--   (e) a cdata view with no lifetime at all (unsafe: the lower bound),
+--       also with its views escaping.
 -- (b)-(e) are prototypes of the designs, written here to be measured, not
 -- product code: their views read the same values from C structs this
--- script fills (the decoded root is only their anchor), and each read of
--- a sub-message makes a new view (today's views are made once per slot, so
--- `rawequal(m.x, m.x)`; the prototypes would need a cache for that, not
--- measured here).
+-- script fills (the decoded root is only their anchor). Today's views are
+-- made once per slot, so `rawequal(m.x, m.x)`; of the prototypes only (d)
+-- with identity kept does so, the others make a new view at each read.
 -- Each operation decodes a vb.Root of K spans (pc.decode, the anchor) and
 -- reads every span's name, start_time_unix_nano, first.time_unix_nano and
 -- each of its events' time_unix_nano: VIEWS views (1 + K containers, K
@@ -36,17 +38,18 @@
 --   * Lua heap bytes allocated per view (collectgarbage("count") around a
 --     loop with the collector stopped): 0 when the JIT sank the view;
 --   * with --callgrind, instructions per view (H.instructions: valgrind
---     runs of one loop, n and 2n times, differenced; the loop ends with a
---     full collection, so the finalizers of its views run inside the
---     count), and the share of the collector and the finalizers: the same
---     runs with the collector stopped, subtracted. Then each design
---     projected onto the goal row "LuaJIT: decode + read every field as
---     message objects / lua-protobuf": the row less 225 views (one decode
---     and read of otlp_traces.bin makes 84 sub-message views, 42
---     containers and 99 element views) times what a view saves against
---     (a), with the row's and lua-protobuf's instructions as
---     doc/performance.md quotes them (`runtime_bench.lua --callgrind`
---     measures both).
+--     runs of one loop, n and 2n times, differenced, the median of three
+--     such counts; the loop ends with a full collection, so the finalizers
+--     of its views run inside the count), and the share of the collector
+--     and the finalizers: the same runs with the collector stopped (one
+--     count), subtracted. Then each design projected onto the goal row
+--     "LuaJIT: decode + read every field as message objects / lua-protobuf":
+--     the row less 225 views (one decode and read of otlp_traces.bin makes
+--     84 sub-message views, 42 containers and 99 element views) times what
+--     a view saves against (a), with the row's and lua-protobuf's
+--     instructions as doc/performance.md quotes them (`runtime_bench.lua
+--     --callgrind` measures both); and (d) with identity whose containers
+--     are (b)'s cdata, since a table's `#` ignores __len.
 assert(rawget(_G, "jit"), "bench/luajit/views_bench.lua runs under luajit")
 local H = require "bench.harness"
 local pc = require "protocall"

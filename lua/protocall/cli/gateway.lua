@@ -70,9 +70,10 @@ M.gateway = {
           "or *) call it (pc.listen's cors option: preflights and CORS headers on every\n" ..
           "protocol's answers; a preflight allows the REST rules' methods, Authorization,\n" ..
           "the -header names and Grpc-Metadata-*); -cors-expose NAME lets their scripts\n" ..
-          "read response header NAME too (cors.expose; the upstream's metadata as each\n" ..
-          "protocol carries it: x-id over gRPC-Web and Connect, Trailer-X-Id a Connect\n" ..
-          "unary trailer, Grpc-Metadata-X-Id and Grpc-Trailer-X-Id over REST). A client\n" ..
+          "read the upstream's metadata NAME too, exposed as each protocol carries it:\n" ..
+          "NAME (gRPC-Web, Connect), Trailer-NAME (a Connect unary trailer),\n" ..
+          "Grpc-Metadata-NAME and Grpc-Trailer-NAME (REST); a NAME given with one of\n" ..
+          "those prefixes is exposed as given (cors.expose). A client\n" ..
           "that goes away cancels its upstream call. It serves the reflection service\n" ..
           "itself, from the schema: the upstream's descriptors as they are, whose\n" ..
           "google.api.http options (what `protocall describe` shows) -rules may replace;\n" ..
@@ -416,6 +417,35 @@ local function check_served(flags, target, services)
   end)
 end
 
+-- The cors.expose list of the -cors-expose names `names` (nil: none),
+-- and for each of its entries the name given: a name NAME of metadata
+-- is exposed as each protocol carries it (NAME over gRPC-Web and
+-- Connect, Trailer-NAME a Connect unary trailer, Grpc-Metadata-NAME and
+-- Grpc-Trailer-NAME over REST); a name given with one of those prefixes
+-- is exposed as it is. Each name once, whatever its case.
+local CARRIED = { "trailer-", "grpc-metadata-", "grpc-trailer-" }
+local function cors_expose(names)
+  if not names then return nil, nil end
+  local out, from, seen = {}, {}, {}
+  local function add(name, given)
+    if seen[name:lower()] then return end
+    seen[name:lower()] = true
+    from[#out + 1] = given
+    out[#out + 1] = name
+  end
+  for _, name in ipairs(names) do
+    local low, prefixed = name:lower(), false
+    for _, p in ipairs(CARRIED) do prefixed = prefixed or low:sub(1, #p) == p end
+    add(name, name)
+    if not prefixed then
+      add("Trailer-" .. name, name)
+      add("Grpc-Metadata-" .. name, name)
+      add("Grpc-Trailer-" .. name, name)
+    end
+  end
+  return out, from
+end
+
 -- Writes on stderr the REST routes of the transcoder `tc` (pc.listen's
 -- listener.rest), one a line in the order served: the HTTP method, the
 -- template, the method it calls and where its rule comes from (the
@@ -615,6 +645,7 @@ function M.gateway.run(flags, args)
     usage_error("gateway", "-listen-cert and -listen-key go together")
   end
   if flags["cors-expose"] and not flags.cors then usage_error("gateway", "-cors-expose: with -cors") end
+  local expose, expose_flag = cors_expose(flags["cors-expose"])
   common.no_fifo("-listen-cert", flags["listen-cert"])
   common.no_fifo("-listen-key", flags["listen-key"])
   local t = flags.timeout
@@ -688,12 +719,12 @@ function M.gateway.run(flags, args)
   local addr = flags.listen or "127.0.0.1:8080"
   local ok, listener = pcall(pc.listen, server, addr, { rest = unreachable and {} or rest,
     cert_file = flags["listen-cert"], key_file = flags["listen-key"],
-    cors = flags.cors and { origins = flags.cors, expose = flags["cors-expose"] } or nil, log = log_handler_error })
+    cors = flags.cors and { origins = flags.cors, expose = expose } or nil, log = log_handler_error })
   if not ok then
     local n, why = tostring(listener):match("cors%.origins%[(%d+)%] (must be an origin .-), got ")
     if n then usage_error("gateway", format("-cors '%s': %s", flags.cors[tonumber(n)], why)) end
     n, why = tostring(listener):match("cors%.expose%[(%d+)%] (must be a header name), got ")
-    if n then usage_error("gateway", format("-cors-expose '%s': %s", flags["cors-expose"][tonumber(n)], why)) end
+    if n then usage_error("gateway", format("-cors-expose '%s': %s", expose_flag[tonumber(n)], why)) end
     fail(rules_error(common.listen_error(listener, { cert_file = "-listen-cert", key_file = "-listen-key" }),
       rules, server, rest))
   end

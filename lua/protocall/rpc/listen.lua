@@ -615,7 +615,9 @@ end
 -- {origins = {"https://app.example", ...} (exact scheme://host[:port]
 -- strings, or "*" for any), headers = {names} (more
 -- request headers allowed: your metadata), expose = {names} (more
--- response headers a script may read), max_age = seconds (0..31536000;
+-- response headers a script may read, each as given: metadata x-id is
+-- also Trailer-x-id in a Connect unary answer and Grpc-Metadata-x-id,
+-- Grpc-Trailer-x-id over REST, names to list too), max_age = seconds (0..31536000;
 -- default 7200), credentials = boolean (Access-Control-Allow-Credentials;
 -- the origin is then echoed, never "*")}: a preflight (OPTIONS with
 -- Access-Control-Request-Method) is answered 204 with the methods (GET,

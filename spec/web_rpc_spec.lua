@@ -590,6 +590,46 @@ describe("Connect GET served by pc.listen", function()
     end
   end)
 
+  it("answers those by another method than POST 405 or 404 whatever their body and headers", function()
+    -- (a body of bad framing, a malformed grpc-timeout, an unknown
+    -- grpc-encoding: the engine refused them with their own error, 200
+    -- and grpc-status 13 or 12, before the listener's 405)
+    local file = os.tmpname()
+    local f = assert(io.open(file, "wb"))
+    f:write("xxxxxxxxxx") -- no envelope
+    f:close()
+    serving(nil, function(port)
+      -- {status, allow} of a PUT over HTTP/1.1 (curl) or HTTP/2 (nghttp:
+      -- curl 7.88 may lose an HTTP/2 answer sent before its body is up)
+      local function put(h2, ct, extra, path)
+        local url = "'http://127.0.0.1:" .. port .. "/web.Calc/" .. path .. "'"
+        if not h2 then
+          local a = curl("--http1.1 -X PUT -H 'content-type: " .. ct .. "' "
+            .. (extra == "body" and "--data-binary @" .. file or "-H '" .. extra .. "' -d ''") .. " " .. url)
+          return a:match("^HTTP/[%d.]+ (%d+)"), header(a, "allow")
+        end
+        local out = peer.command("nghttp -v -t 10 -H ':method: PUT' -H 'content-type: " .. ct .. "' "
+          .. (extra == "body" and "-d " .. file or "-H '" .. extra .. "'") .. " " .. url)
+        return out:match("recv %(stream_id=%d+%) :status: (%d+)"), out:match("recv %(stream_id=%d+%) allow: (%S+)")
+      end
+      for _, h2 in ipairs { false, true } do
+        local types = { "application/grpc-web+proto", "application/connect+json" }
+        if h2 then types[#types + 1] = "application/grpc" end
+        for _, ct in ipairs(types) do
+          for _, extra in ipairs { "body", "grpc-timeout: xx", "grpc-encoding: br" } do
+            for path, want in pairs { Add = "405", Nope = ct == "application/grpc" and "200" or "404" } do
+              local status, allow = put(h2, ct, extra, path)
+              local what = (h2 and "HTTP/2 " or "HTTP/1.1 ") .. ct .. " " .. extra .. " " .. path
+              assert.are.equal(want, status, what)
+              assert.are.equal(path == "Add" and "POST" or nil, allow, what)
+            end
+          end
+        end
+      end
+    end)
+    os.remove(file)
+  end)
+
   for _, version in ipairs { "--http1.1", "--http2-prior-knowledge" } do
     it("lists in a 415's Accept-Post the content types the method takes, without REST (" .. version .. ")", function()
       -- (a streaming method's listed Connect unary's, which it refuses:

@@ -269,5 +269,13 @@ describe("protocall gateway -unbound -timeout", function()
     out = R.capture(BIN .. " gateway -listen 127.0.0.1:0 -cors '*' -cors-expose 'a b' 127.0.0.1:1 2>&1; echo rc=$?")
     assert.matches("protocall gateway: -cors-expose 'a b': must be a header name\n", out, 1, true)
     assert.matches("rc=2", out, 1, true)
+    -- a bad -H (the reflection calls' metadata) with -proto too, before it
+    -- listens (the start's reflection check read it once serving, and ended
+    -- the gateway)
+    out = R.capture("timeout 10 " .. BIN .. " gateway -listen 127.0.0.1:0 -plaintext -H badheader -I " .. q(dir)
+      .. " -proto waiter.proto 127.0.0.1:1 2>&1; echo rc=$?")
+    assert.matches("protocall gateway: -H 'badheader': 'key: value' expected", out, 1, true)
+    assert.matches("rc=2", out, 1, true)
+    assert.is_nil(out:find("listening on", 1, true), out)
   end)
 end)

@@ -392,8 +392,8 @@ local CHECK_LISTED = 20
 -- answering in time is not checked, and nothing is said.
 local function check_served(flags, target, services)
   local transport = common.connect(flags, target, "gateway")
+  local opts = common.reflection_options(flags, "gateway")
   pc.spawn(function()
-    local opts = common.reflection_options(flags, "gateway")
     opts.timeout = math.min(opts.timeout or CHECK_SECONDS, CHECK_SECONDS)
     local r = reflection.client(transport, opts)
     local ok, listed = pcall(r.services)
@@ -641,6 +641,9 @@ function M.gateway.run(flags, args)
       usage_error("gateway", "-header '" .. h:gsub("%c", "?") .. "': not a valid HTTP header name")
     end
   end
+  -- (-H goes on the reflection calls: a bad one is a usage error now,
+  -- not once a reflection task reads it, the gateway serving)
+  common.metadata_of(flags, "gateway")
   if (flags["listen-cert"] == nil) ~= (flags["listen-key"] == nil) then
     usage_error("gateway", "-listen-cert and -listen-key go together")
   end

@@ -112,6 +112,8 @@ describe("pc.grpc's http_version option", function()
       "pc.grpc: option 'http_version' \"1.1\" needs protocol \"grpc-web\", \"grpc-web-text\" or "
       .. "\"connect\" (gRPC needs HTTP/2)")
     pc.grpc("http://a:1", { protocol = "grpc-web", http_version = "2" }):close()
+    assert.has_error(function() pc.grpc("http://a:1", { protocol = "connect", max_http1_request_size = 0 }) end,
+      "pc.grpc: option 'max_http1_request_size' must be an integer in 1..2^31-1")
   end)
 end)
 
@@ -304,6 +306,28 @@ for _, protocol in ipairs { "connect", "grpc-web", "grpc-web-text" } do
         t:close()
       end)
     end)
+
+    it("refuses the send that would take a client stream's body past max_http1_request_size, sending none of it",
+      function()
+        serving(function(_, url)
+          local stub, t = stub_of(url, protocol, { max_http1_request_size = 990 })
+          -- a message of 94 bytes is 99 framed, 132 in gRPC-Web-Text's base64
+          local fit = protocol == "grpc-web-text" and 7 or 10
+          local note = string.rep("n", 90)
+          local c = stub:Total()
+          for i = 1, fit do c:send { x = i, note = note } end
+          assert.are.equal(fit == 7 and 28 or 55, c:close_and_recv().total)
+          c = stub:Total()
+          for i = 1, fit do c:send { x = i, note = note } end
+          local e = failure(function() c:send { x = 1, note = note } end)
+          assert.are.equal("RESOURCE_EXHAUSTED", e.code)
+          assert.are.equal("a client stream over HTTP/1.1 is sent whole at its end: its request body would pass "
+            .. "the limit of 990 bytes (pc.grpc option max_http1_request_size)", e.message)
+          assert.are.same(e, failure(function() c:close_and_recv() end))
+          assert.are.equal(2, stub:Add({ x = 1, y = 1 }).total) -- the connection goes on
+          t:close()
+        end)
+      end)
 
     it("refuses to read a bidirectional stream before close_send (bidi streams require HTTP/2)", function()
       serving(function(_, url)

@@ -68,6 +68,11 @@ typedef struct {
    * bytes, pc_GrpcEngine_Lost ends a response framed by the connection's
    * close first. PINGs are answered in memory (no keepalive check). */
   int http1;
+  /* Over HTTP/1.1: the most bytes a call's request body may take, held
+   * whole until its request ends (http1_client.h); a Send past it fails
+   * the call RESOURCE_EXHAUSTED. 0: 64 MiB, sixteen of gRPC's default
+   * 4 MiB messages. */
+  size_t max_http1_request;
 } pc_GrpcEngineOptions;
 
 /* A new engine (the client preface and SETTINGS are its first output), or

@@ -49,7 +49,7 @@ local TRANSPORT_OPTIONS = {
   reconnect = "table", insecure = "boolean", connect_timeout = "number", load_balancing = "string",
   driver = "table", wait_for_ready = "boolean", dns_server = "string", dns_min_interval = "number",
   protocol = "string", codec = "string", get = "boolean", xds_bootstrap = "string",
-  http_version = "string",
+  http_version = "string", max_http1_request_size = "number",
 }
 
 -- pc.grpc's `protocol`: the name each shape of call is sent as
@@ -854,11 +854,17 @@ local LB_POLICIES = { pick_first = true, round_robin = true, least_request = tru
 -- Connect over HTTP/1.1, TLS with ALPN http/1.1; one call per connection
 -- at a time, so concurrent calls open more connections, each kept alive
 -- for the next call; unary and server streaming, a client stream sent
--- whole at close_send; a bidirectional stream raises UNIMPLEMENTED "bidi
--- streams require HTTP/2" when read before close_send, as connect-go
--- refuses them; responses not read are held in memory, at most 16 MiB a
--- connection, HTTP/1.1 having no flow control; a cancelled or timed-out
--- call closes its connection), `codec` ("proto", the default, or "json"
+-- whole at close_send, so held in memory until then: at most
+-- `max_http1_request_size` bytes of request body (the messages as
+-- framed: 5 bytes more each, gzipped when compressed, in base64 with
+-- grpc-web-text; default 64 MiB, sixteen of gRPC's default 4 MiB
+-- messages), the send that would pass it failing the call
+-- RESOURCE_EXHAUSTED ("a client stream over HTTP/1.1 is sent whole at
+-- its end: ..."), never sending part of it; a bidirectional stream
+-- raises UNIMPLEMENTED "bidi streams require HTTP/2" when read before
+-- close_send, as connect-go refuses them; responses not read are held
+-- in memory, at most 16 MiB a connection, HTTP/1.1 having no flow
+-- control; a cancelled or timed-out call closes its connection), `codec` ("proto", the default, or "json"
 -- with gRPC-Web and Connect: the requests given and responses returned
 -- are then JSON text; pc.client stubs over it send pc.to_json's text and
 -- read responses with pc.from_json, members naming no field skipped),
@@ -978,6 +984,7 @@ function M.grpc(target, opts)
   local sizes = {
     max_receive = size_option(opts, "max_receive_size", 1),
     max_header_list = size_option(opts, "max_header_list_size", 1),
+    max_http1_request = size_option(opts, "max_http1_request_size", 1),
     stream_window = size_option(opts, "stream_window", 65535),
     connection_window = size_option(opts, "connection_window", 65535),
   }
@@ -995,6 +1002,7 @@ function M.grpc(target, opts)
       server_name = opts.server_name or (dns and dns.name), user_agent = opts.user_agent,
       insecure = opts.insecure, connect_timeout = opts.connect_timeout,
       max_receive = sizes.max_receive, max_header_list = sizes.max_header_list,
+      max_http1_request = sizes.max_http1_request,
       stream_window = sizes.stream_window, connection_window = sizes.connection_window,
       keepalive_time = opts.keepalive_time, keepalive_timeout = opts.keepalive_timeout,
       backoff = backoff, host_io = host_driver ~= nil, wait_for_ready = opts.wait_for_ready and (alone or "backoff"),

@@ -740,7 +740,9 @@ describe("protocall call", function()
     out, err, code = call("TARGET faults.Faults/Nope")
     assert.are.equal(1, code)
     assert.are.equal("", out)
-    assert.are.equal("protocall call: faults.Faults has no method 'Nope'\n", err)
+    assert.are.equal("protocall call: faults.Faults has no method 'Nope' (its methods: Echo, FailThenSucceed, Sleep,"
+      .. " Big, Metadata, Compressed, Pushback, Undecodable, Attempts, Hedge, HedgeStream, Stream, StreamThenFail,"
+      .. " Record)\n", err)
     out, err, code = call("TARGET nope.Svc/Echo")
     assert.are.equal(1, code)
     assert.are.equal("", out)
@@ -1594,7 +1596,9 @@ describe("protocall list, describe and call by server reflection", function()
     out, err, code = cli("call -plaintext TARGET faults.Faults/Nope")
     assert.are.equal(1, code)
     assert.are.equal("", out)
-    assert.are.equal("protocall call: faults.Faults has no method 'Nope'\n", err)
+    assert.are.equal("protocall call: faults.Faults has no method 'Nope' (its methods: Echo, FailThenSucceed, Sleep,"
+      .. " Big, Metadata, Compressed, Pushback, Undecodable, Attempts, Hedge, HedgeStream, Stream, StreamThenFail,"
+      .. " Record)\n", err)
     out, err, code = cli("call -plaintext TARGET faults.Request/Echo") -- a message, not a service
     assert.are.equal(1, code)
     assert.are.equal("", out)

@@ -436,7 +436,7 @@ describe("protocall gateway", function()
       assert.is_nil(log:find("grpc.reflection", 1, true), log)
       for _, line in ipairs {
         "  GET /api/calls -> gw.Library.Calls (-rules rule 1)\n",
-        "  POST /api/calls -> gw.Library.Calls (-rules rule 1)\n",
+        "  POST /api/calls -> gw.Library.Calls (-rules rule 1, additional binding 1)\n",
         "  GET /v1/headers -> gw.Library.Headers (google.api.http of the schema)\n",
         "  POST /gw.Library/Echo -> gw.Library.Echo (-unbound)\n",
       } do
@@ -954,6 +954,37 @@ describe("protocall gateway refusing to start", function()
     os.remove(rules)
     assert.are.equal("protocall gateway: -rules '" .. rules .. "':1:25: http rules: rule 1: selector '"
       .. ("gw."):rep(26) .. "gw...' names no method of the services\nstatus 1\n", out)
+  end)
+
+  it("exits naming a google.api.http option that does not fit the schema, at the line:col of its -proto method",
+    function()
+    local pc = require "protocall"
+    local dir = R.capture("mktemp -d"):gsub("%s+$", "")
+    local source = 'syntax = "proto3";\npackage inv.v1;\nimport "google/api/annotations.proto";\n'
+      .. "message GetReq { string sku = 1; }\nmessage Item { string sku = 1; }\nservice Inventory {\n"
+      .. '  rpc Get(GetReq) returns (Item) {\n    option (google.api.http) = { get: "/v1/items/{skew}" };\n  }\n}\n'
+    write(dir .. "/badann.proto", source)
+    local why = "GET /v1/items/{skew}: variable 'skew': no field 'skew' in inv.v1.GetReq"
+    local out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -I " .. q(dir)
+      .. " -proto badann.proto 127.0.0.1:1 2>&1; echo status $?")
+    assert.are.equal("protocall gateway: google.api.http of inv.v1.Inventory.Get (badann.proto:7:7): " .. why
+      .. "\nstatus 1\n", out)
+    -- pc.listen's rest option: its method and place too
+    local pool = pc.pool()
+    assert(pool:load(source, { name = "badann.proto" }))
+    local server = pc.server({ ["inv.v1.Inventory"] = { Get = function() return {} end } }, { pool = pool })
+    local ok, err = pcall(pc.listen, server, "127.0.0.1:0", { rest = true })
+    assert.is_false(ok)
+    assert.matches("pc.listen: rest: inv.v1.Inventory.Get (badann.proto:7:7): rule " .. why, tostring(err), 1, true)
+    -- a descriptor set has no source positions: the method alone
+    local fd = pool:file_descriptor("badann.proto")
+    write(dir .. "/badann.pb", pc.encode(pool:type("google.protobuf.FileDescriptorSet") { file = { fd } }))
+    out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -protoset "
+      .. q(dir .. "/badann.pb") .. " 127.0.0.1:1 2>&1; echo status $?")
+    os.remove(dir .. "/badann.proto")
+    os.remove(dir .. "/badann.pb")
+    os.remove(dir)
+    assert.are.equal("protocall gateway: google.api.http of inv.v1.Inventory.Get: " .. why .. "\nstatus 1\n", out)
   end)
 
   it("exits naming the rule (from 1), its method and pattern, whose pattern does not fit the schema, at the"

@@ -545,6 +545,32 @@ describe("Connect GET served by pc.listen", function()
     end
   end)
 
+  it("with rest, answers a method's path by another method than POST, no route on it, 405 Allow: POST", function()
+    -- (it was REST's 404 "no route for PUT /web.Calc/Add"; connect-go answers 405. No bodies: the
+    -- answer comes at once, and curl, still sending one over HTTP/2, fails 92)
+    local cors = { origins = { "http://app.example" } }
+    for _, on in ipairs { false, true } do
+      serving({ rest = true, cors = on and cors or nil }, function(port)
+        for _, version in ipairs { "--http1.1", "--http2-prior-knowledge" } do
+          local url = "'http://127.0.0.1:" .. port
+          for _, req in ipairs { "-X PUT -H 'content-type: application/json' " .. url .. "/web.Calc/Add'",
+            "-X DELETE " .. url .. "/web.Calc/Count'", url .. "/web.Calc/Add?x=1'",
+            "-I " .. url .. "/web.Calc/Count'" } do
+            local a = curl(version .. " -H 'Origin: http://app.example' " .. req)
+            assert.matches("^HTTP/[%d.]+ 405", a)
+            assert.are.equal(on and "OPTIONS, POST" or "POST", header(a, "allow"))
+          end
+          local a = curl(version .. " -X PUT -H 'content-type: application/json' " .. url .. "/web.Calc/Add'")
+          assert.are.equal('{"code":12,"message":"method PUT not allowed for /web.Calc/Add","details":[]}',
+            a:match("\n\n(.*)$"))
+          -- a path that names no method: REST's 404
+          a = curl(version .. " -X PUT -H 'content-type: application/json' " .. url .. "/web.Calc/Nope'")
+          assert.matches("^HTTP/[%d.]+ 404", a)
+        end
+      end)
+    end
+  end)
+
   it("serves a Connect GET (connect=v1 in its query) whatever its content-type says", function()
     -- (the engine takes it as a Connect GET; the listener must not read
     -- it as Connect streaming's by another method than POST, a 405)

@@ -107,44 +107,52 @@ static int lpc_file_info(lua_State *L) {
   return 1;
 }
 
-/* The idempotency_level (MethodOptions field 34) of the method 'i' of
- * service 's' as written in its file's description: 1 NO_SIDE_EFFECTS,
- * 2 IDEMPOTENT, 0 unknown or not given. */
-static int method_idempotency(const pc_ServiceDef *s, uint32_t i) {
+/* The description of the method 'i' of service 's' in its file's
+ * description; NULL when there is none. */
+static const pc_MethodDesc *method_desc(const pc_ServiceDef *s, uint32_t i) {
   const pc_FileDesc *fd = s->file ? s->file->desc : NULL;
-  if (fd == NULL) return 0;
+  if (fd == NULL) return NULL;
   for (size_t k = 0; k < fd->service_count; k++) {
     const pc_ServiceDesc *sd = &fd->services[k];
-    if (strcmp(sd->name, s->name) != 0 || i >= sd->method_count) continue;
-    const pc_OptionsDesc *o = &sd->methods[i].options;
-    const uint8_t *p = o->data, *end = o->data + o->size;
-    int level = 0;
-    while (p != NULL && p < end) {
-      uint32_t field;
-      pc_WireType wt;
-      pc_WireStatus st;
-      const uint8_t *at;
-      p = pc_Wire_ReadTag(p, end, &field, &wt, &st);
-      if (p == NULL) break;
-      if (field == 34 && wt == kPc_Wire_Varint) {
-        uint64_t v;
-        p = pc_Wire_ReadVarint(p, end, &v, &st);
-        if (p != NULL) level = v <= 2 ? (int)v : 0;
-      } else {
-        p = pc_Wire_SkipField(p, end, field, wt, 64, &st, &at);
-      }
-    }
-    return level;
+    if (strcmp(sd->name, s->name) == 0 && i < sd->method_count) return &sd->methods[i];
   }
-  return 0;
+  return NULL;
+}
+
+/* The idempotency_level (MethodOptions field 34) of the method described
+ * by 'md' (NULL: none) as written: 1 NO_SIDE_EFFECTS, 2 IDEMPOTENT, 0
+ * unknown or not given. */
+static int method_idempotency(const pc_MethodDesc *md) {
+  if (md == NULL) return 0;
+  const pc_OptionsDesc *o = &md->options;
+  const uint8_t *p = o->data, *end = o->data + o->size;
+  int level = 0;
+  while (p != NULL && p < end) {
+    uint32_t field;
+    pc_WireType wt;
+    pc_WireStatus st;
+    const uint8_t *at;
+    p = pc_Wire_ReadTag(p, end, &field, &wt, &st);
+    if (p == NULL) break;
+    if (field == 34 && wt == kPc_Wire_Varint) {
+      uint64_t v;
+      p = pc_Wire_ReadVarint(p, end, &v, &st);
+      if (p != NULL) level = v <= 2 ? (int)v : 0;
+    } else {
+      p = pc_Wire_SkipField(p, end, field, wt, 64, &st, &at);
+    }
+  }
+  return level;
 }
 
 /* -- info | nil = core.service_info(pool, full_name)
  * {name=, full_name=, methods={{name=, full_name=, path="/pkg.Svc/M",
  *  input=Type, output=Type, client_streaming=bool, server_streaming=bool,
  *  idempotency_level = "NO_SIDE_EFFECTS" | "IDEMPOTENT" | nil (the
- *  method option; nil when unknown)}, ...}} with methods also indexed by
- *  name. */
+ *  method option; nil when unknown), file = the file's name, line =,
+ *  column = (from 1) where its .proto source declares it (its name; nil
+ *  when the file came from a descriptor set, reflection or Lua
+ *  declarations)}, ...}} with methods also indexed by name. */
 static int lpc_service_info(lua_State *L) {
   pc_Pool *pool = lpc_check_pool(L, 1);
   const char *name = luaL_checkstring(L, 2);
@@ -158,7 +166,7 @@ static int lpc_service_info(lua_State *L) {
   lua_createtable(L, (int)s->method_count, (int)s->method_count);
   for (uint32_t i = 0; i < s->method_count; i++) {
     const pc_MethodDef *m = &s->methods[i];
-    lua_createtable(L, 0, 7);
+    lua_createtable(L, 0, 10);
     lua_pushstring(L, m->name);
     lua_setfield(L, -2, "name");
     lua_pushstring(L, m->full_name);
@@ -173,7 +181,18 @@ static int lpc_service_info(lua_State *L) {
     lua_setfield(L, -2, "client_streaming");
     lua_pushboolean(L, m->server_streaming);
     lua_setfield(L, -2, "server_streaming");
-    int level = method_idempotency(s, i);
+    if (s->file != NULL) {
+      lua_pushstring(L, s->file->name);
+      lua_setfield(L, -2, "file");
+    }
+    const pc_MethodDesc *md = method_desc(s, i);
+    if (md != NULL && md->line > 0) {
+      lua_pushinteger(L, md->line);
+      lua_setfield(L, -2, "line");
+      lua_pushinteger(L, md->column);
+      lua_setfield(L, -2, "column");
+    }
+    int level = method_idempotency(md);
     if (level) {
       lua_pushstring(L, level == 1 ? "NO_SIDE_EFFECTS" : "IDEMPOTENT");
       lua_setfield(L, -2, "idempotency_level");

@@ -178,6 +178,14 @@ local function reflection_pool(flags, transport, service, whole)
   return pool, status, services
 end
 
+-- The names of the methods of the service `info` (pool:service's), in
+-- order, as errors list them: "A, B", or "none".
+local function method_names(info)
+  local names = {}
+  for i, m in ipairs(info.methods) do names[i] = m.name end
+  return #names > 0 and concat(names, ", ") or "none"
+end
+
 -- Fails saying why `method` (split into `service` and `name`) names no
 -- method of `pool`: what else its symbol is, or that no service of its
 -- name is there, and which there are (`services`: the server's, by
@@ -399,14 +407,12 @@ function M.call.run(flags, args)
   local whole = method:gsub("^/", "")
   local named = pool:service(whole)
   if not info and named then -- a service named, a method needed
-    local names = {}
-    for i, m in ipairs(named.methods) do names[i] = m.name end
     usage_error("call", format("'%s' is a service: pkg.Service/Method expected (its methods: %s)", whole,
-      #names > 0 and concat(names, ", ") or "none"))
+      method_names(named)))
   end
   if not info then no_method(pool, flags, service, method, services) end
   local m = info.methods[name]
-  if not m then fail(service .. " has no method '" .. name .. "'") end
+  if not m then fail(format("%s has no method '%s' (its methods: %s)", service, name, method_names(info))) end
   local data = flags.d
   local max_time = flags["max-time"] and flags["max-time"] > 0 and flags["max-time"] or nil -- 0: no limit
   local deadline = max_time and pc.now() + max_time

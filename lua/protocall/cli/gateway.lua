@@ -449,7 +449,8 @@ end
 -- Writes on stderr the REST routes of the transcoder `tc` (pc.listen's
 -- listener.rest), one a line in the order served: the HTTP method, the
 -- template, the method it calls and where its rule comes from (the
--- -rules file's rule N, the schema's google.api.http option, -unbound);
+-- -rules file's rule N, the schema's google.api.http option, -unbound;
+-- ", additional binding M" after it for a rule's additional binding);
 -- "0 REST routes" alone when there is none.
 local function print_routes(tc)
   local routes = tc:routes()
@@ -458,6 +459,7 @@ local function print_routes(tc)
   for _, r in ipairs(routes) do
     local from = r.rule and format("-rules rule %d", r.rule) or r.unbound and "-unbound"
       or "google.api.http of the schema"
+    if r.additional then from = format("%s, additional binding %d", from, r.additional) end
     out[#out + 1] = format("  %s %s -> %s (%s)\n", r.http_method, r.template, r.method, from)
   end
   stderr:write(concat(out))
@@ -519,8 +521,13 @@ end
 -- (an annotation's name its method), and say the file's line:col of the
 -- rule's member at fault (its selector, body, response_body or pattern),
 -- as its JSON errors do ("-rules 'FILE':3:17: http rules: rule 2: ..."):
--- http_rules.compile, run again as the rest option ran it, finds it.
+-- http_rules.compile, run again as the rest option ran it, finds it. An
+-- annotation's error ("rest: pkg.S.M (x.proto:12:7): rule GET /v1/x: ...")
+-- is named for it: "google.api.http of pkg.S.M (x.proto:12:7): GET /v1/x: ...".
 local function rules_error(text, rules, server, rest)
+  local method, rest_of = text:match("^rest: ([%w_.]+ %([^()]*:%d+:%d+%)): rule (.*)$")
+  if not method then method, rest_of = text:match("^rest: ([%w_.]+): rule (.*)$") end
+  if method then return format("google.api.http of %s: %s", method, rest_of) end
   local why = rules and server and text:match("^rest: (http rules: .*)$")
   if not why then return text end
   local _, err, place = http_rules.compile(server.pool, rest_services(server),

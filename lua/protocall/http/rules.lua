@@ -161,14 +161,18 @@ end
 -- additional binding's number among its rule's, from 1) of method `m`;
 -- `n`: the rule's number among those given apart (opts.http), from 1,
 -- which its errors lead with as its reading's errors do (rules_error),
--- and which the route keeps as `rule`; else (an annotation, or with
--- `unbound` opts.unbound's POST) nil. nil, what is wrong and, for a rule
--- given apart, where in its JSON (M.compile's third result).
+-- and which the route keeps as `rule` (and `nested` as `additional`);
+-- else (an annotation, or with `unbound` opts.unbound's POST) nil. nil,
+-- what is wrong (an annotation's led by its method and where the .proto
+-- source declares it, "pkg.S.M (x.proto:12:7): rule GET /v1/x: ...", when
+-- the pool knows) and, for a rule given apart, where in its JSON
+-- (M.compile's third result).
 local function compile(self, m, rule, nested, n, unbound)
   local b, why, pattern = binding(rule, nested)
   pattern = b and b.pattern or pattern
   local what = n and format("http rules: rule %d: %s: %s", n, m.full_name, pattern)
-    or format("%s: rule %s", m.full_name, pattern)
+    or format("%s%s: rule %s", m.full_name, not unbound and m.line and format(" (%s:%d:%d)", m.file, m.line,
+      m.column) or "", pattern)
   -- the JSON path of the binding's member `member` (nil: of its pattern)
   local function at(member)
     if not n then return nil end
@@ -184,7 +188,7 @@ local function compile(self, m, rule, nested, n, unbound)
     client_streaming = m.client_streaming, server_streaming = m.server_streaming,
     http_method = http_method, template = path, verb = t.verb, vars = t.vars,
     body = rule.body, response_body = rule.response_body,
-    fully_decode = self.fully_decode, bound = {}, rule = n, unbound = unbound,
+    fully_decode = self.fully_decode, bound = {}, rule = n, additional = nested, unbound = unbound,
   }
   for _, v in ipairs(t.vars) do
     local fields, err = resolve(cache, pool, m.input, v.path)

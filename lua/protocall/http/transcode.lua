@@ -282,7 +282,9 @@ end
 -- tc:timeout puts them together with the request's Grpc-Timeout). Raises on a bad option and on an
 -- invalid or conflicting rule, naming the method, the rule and what is
 -- wrong: "t.S.Get: rule GET /v1/{nope}: variable 'nope': no field 'nope'
--- in t.Req" (a rule of `http` led by its number there, from 1: "http
+-- in t.Req" (an annotation of .proto source with where its file declares
+-- the method, "t.S.Get (t.proto:7:7): rule GET ..."; a rule of `http`
+-- led by its number there, from 1: "http
 -- rules: rule 2: t.S.Get: GET /v1/{nope}: ..."); two rules with the same HTTP method and template shape;
 -- '**' not last; a body or response_body naming no top-level field; a
 -- variable bound to a repeated, map or message field (well-known types
@@ -345,7 +347,9 @@ end
 -- body = "" | "*" | field, response_body = "" | field, timeout = seconds
 -- or nil (the `timeout`/`timeouts` options), rule = the number (from 1) of
 -- the rule of the `http` option it comes from, nil for an annotation's,
--- unbound = true for the `unbound` option's}.
+-- additional = the number (from 1) of the additional binding of its rule
+-- (or annotation) it comes from, nil for the rule's own, unbound = true
+-- for the `unbound` option's}.
 function Transcoder:routes() return self.set.routes end
 
 --- seconds | nil = tc:timeout(route, header_timeout): the timeout of a

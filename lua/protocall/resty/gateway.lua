@@ -330,7 +330,7 @@ end
 -- once, by one assignment: requests that started before keep the version
 -- they took, later ones get the new one. On failure (nil and why, naming
 -- the option, the file or the rule: "protos: library.proto:3:1: ...",
--- "gw.Library.GetBook: rule GET /v1/{nope}: ...") the current version
+-- "gw.Library.GetBook (library.proto:12:7): rule GET /v1/{nope}: ...") the current version
 -- stays. Returns the version number (1, 2, ... per route and worker).
 -- Run it in init_by_lua* (the master: every worker inherits the version),
 -- init_worker_by_lua*, an ngx.timer or an admin location; compiling takes

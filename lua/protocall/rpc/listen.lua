@@ -337,8 +337,7 @@ local function run_call(self, call)
     -- (by any HTTP method: what a POST to that path gets)
     call:not_found("unknown method " .. call:path() .. (proto and connect_get
       and " (a Connect GET, connect=v1 in its query, names /pkg.Service/Method)" or "")) -- HTTP 404
-  elseif not post and (not connect_get or entry.info.idempotency_level ~= "NO_SIDE_EFFECTS"
-      or entry.info.client_streaming or entry.info.server_streaming) then
+  elseif not post and not (connect_get and rest.takes_get(entry)) then
     -- a Connect GET (or its HEAD) only for unary methods with no side
     -- effects, other protocols by POST alone; connect-go answers the
     -- others 405 "Allow: POST", over either HTTP version
@@ -649,9 +648,14 @@ end
 -- names no method or names a streaming method and matches a route
 -- (Connect's unary protocol cannot call it; a unary method's stays a Connect
 -- call), goes to the method its route names, whose handler is
--- called in process; failures are google.rpc.Status JSON with
--- grpc-gateway's HTTP status; a bad option or rule raises "pc.listen:
--- rest: ..." naming it. Raises on a bad argument or option (naming it), a
+-- called in process (one no route takes, to a method's path by another
+-- HTTP method than POST, is 405 "Allow: POST" as connect-go answers, but
+-- a GET or HEAD of a method a Connect GET calls, REST's 404); failures
+-- are google.rpc.Status JSON with grpc-gateway's HTTP status; a bad
+-- option or rule raises "pc.listen: rest: ..." naming it (an
+-- annotation's error led by its method and, from .proto source, where
+-- the file declares it: "pc.listen: rest: pkg.S.Get (x.proto:7:7): rule
+-- GET /v1/{nope}: ..."). Raises on a bad argument or option (naming it), a
 -- TLS file that cannot be read or is no PEM ("pc.listen: cert_file 'x.pem':
 -- cannot be read: No such file or directory"), or an address that cannot
 -- be bound. A handler's failure that is not a pc.Error (a runtime error, a

@@ -175,6 +175,14 @@ function M.refuse_type(call, entry)
   return call:finish(codes.OK, "")
 end
 
+-- rest.takes_get(entry): whether the method of `entry` (the server's)
+-- takes a Connect GET: a unary one marked `option idempotency_level =
+-- NO_SIDE_EFFECTS` (connect-go answers a GET of any other 405 "Allow: POST").
+function M.takes_get(entry)
+  local info = entry.info
+  return info.idempotency_level == "NO_SIDE_EFFECTS" and not info.client_streaming and not info.server_streaming
+end
+
 -- rest.serve(listener, call): answers one REST request (a task of the
 -- scheduler, as listen.lua's run_call). HEAD is answered as GET, its
 -- response the head alone, content-length and all (RFC 9110 9.3.2): a
@@ -194,13 +202,21 @@ function M.serve(self, call)
     return M.refuse_type(call, named)
   end
   if not route then
-    local q = target:match("%?(.*)")
-    if named and bindings.code == "NOT_FOUND" and (head_only or call:http_method() == "GET")
+    local q, http_method = target:match("%?(.*)"), call:http_method()
+    if named and bindings.code == "NOT_FOUND" and (head_only or http_method == "GET")
       and q and (("&" .. q):find("&encoding=", 1, true) or ("&" .. q):find("&message=", 1, true)) then
       -- a Connect GET URL without connect=v1: with REST on, that is what
       -- tells it from a REST GET (the engine's choice, core/net/server.c)
       bindings = Error { code = "NOT_FOUND", http_status = 404,
         message = bindings.message .. " (a Connect GET needs connect=v1 in its query)" }
+    elseif named and bindings.code == "NOT_FOUND" and http_method ~= "POST"
+      and not ((head_only or http_method == "GET") and M.takes_get(named)) then
+      -- a method's own path by another HTTP method, no route on it: 405
+      -- "Allow: POST" as connect-go answers (and listen.lua's run_call a
+      -- gRPC or Connect stream's), worded as tc:match's 405; a GET of a
+      -- method Connect GET calls stays REST's 404
+      bindings = Error { code = "UNIMPLEMENTED", http_status = 405, allow = "POST",
+        message = "method " .. http_method .. " not allowed for " .. target:match("^[^?]*"):sub(1, 200) }
     end
     return answer_error(tc, call, bindings, nil, self.cors)
   end

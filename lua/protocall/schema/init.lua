@@ -218,8 +218,10 @@ end
 
 --- info | nil = pool:service(full_name): {name, full_name, methods} where
 -- each method is {name, full_name, path = "/pkg.Service/Method", input =
--- Type, output = Type, client_streaming, server_streaming}, listed in
--- order and by name.
+-- Type, output = Type, client_streaming, server_streaming, file = its
+-- file's name, line, column = where the file's .proto source declares it
+-- (its name, from 1; nil for a file from a descriptor set, reflection or
+-- Lua declarations)}, listed in order and by name.
 function Pool.service(pool, full_name)
   if type(full_name) ~= "string" then
     error("bad argument #1 to 'service' (string expected, got " .. type(full_name) .. ")", 2)

@@ -2114,15 +2114,20 @@ return { ["d.S"] = { M = function(p) return p end } }
     return h
   end
 
-  it("sends a stream's documents from standard input as they come, the responses printed meanwhile", function()
-    local port, pid = serve("-listen 127.0.0.1:0 examples/route_services.lua")
-    local call = "call -plaintext -format text -d @ 127.0.0.1:" .. port .. " demo.Router/"
-    local h = fed(call .. "Follow", { '{"x": 1}\n{"x": 2}\n', '{"x": 5}' })
+  -- A bidi call's documents from `source` ("standard input" or "the
+  -- FIFO": fed()'s `fifo`) sent as they come, its responses printed
+  -- meanwhile, then a client stream's: errors of the two, to assert once
+  -- the server is stopped.
+  local function as_they_come(port, source)
+    local fifo = source == "the FIFO"
+    local call = "call -plaintext -format text -d @" .. (fifo and "FIFO" or "") .. " 127.0.0.1:" .. port
+      .. " demo.Router/"
+    local h = fed(call .. "Follow", { '{"x": 1}\n{"x": 2}\n', '{"x": 5}' }, fifo)
     local ok, e = pcall(function()
-      -- the first response is out while standard input is still open: only
+      -- the first response is out while the source is still open: only
       -- then does the feeding shell send the next document, then the end
       local first = h.wait_for("out", function(text) return text:find("x: 1\n", 1, true) end)
-      assert.are.equal("x: 1\n", first, "no response before the end of standard input")
+      assert.are.equal("x: 1\n", first, "no response before the end of " .. source)
       assert.is_nil(h.read("rc"))
       h.go(2)
       h.eof()
@@ -2132,7 +2137,7 @@ return { ["d.S"] = { M = function(p) return p end } }
     end)
     h.close()
     -- a client stream sends as it reads too; its one response comes at the end
-    local h2 = fed(call .. "Record", { '{"x": 3, "y": 4}', ' {}' })
+    local h2 = fed(call .. "Record", { '{"x": 3, "y": 4}', ' {}' }, fifo)
     local ok2, e2 = pcall(function()
       h2.go(2)
       h2.eof()
@@ -2140,6 +2145,12 @@ return { ["d.S"] = { M = function(p) return p end } }
       assert.are.equal('length: 5\nlegs: 1\n', h2.read("out"))
     end)
     h2.close()
+    return ok, e, ok2, e2
+  end
+
+  it("sends a stream's documents from standard input as they come, the responses printed meanwhile", function()
+    local port, pid = serve("-listen 127.0.0.1:0 examples/route_services.lua")
+    local ok, e, ok2, e2 = as_they_come(port, "standard input")
     os.execute("kill " .. pid)
     assert(ok, e)
     assert(ok2, e2)
@@ -2178,28 +2189,7 @@ return { ["d.S"] = { M = function(p) return p end } }
   it("sends a stream's documents from a FIFO or pipe as they come, as from standard input", function()
     local port, pid = serve("-listen 127.0.0.1:0 examples/route_services.lua")
     local call = "call -plaintext -format text -d @FIFO 127.0.0.1:" .. port .. " demo.Router/"
-    local h = fed(call .. "Follow", { '{"x": 1}\n{"x": 2}\n', '{"x": 5}' }, true)
-    local ok, e = pcall(function()
-      -- the first response is out while the FIFO is still open: only then
-      -- does the feeding shell write the next document, then close it
-      local first = h.wait_for("out", function(text) return text:find("x: 1\n", 1, true) end)
-      assert.are.equal("x: 1\n", first, "no response before the end of the FIFO")
-      assert.is_nil(h.read("rc"))
-      h.go(2)
-      h.eof()
-      assert.are.equal(0, h.status(), h.read("err"))
-      assert.are.equal("x: 1\n\nx: 3\n", h.read("out"))
-      assert.are.equal("", h.read("err"))
-    end)
-    h.close()
-    local h2 = fed(call .. "Record", { '{"x": 3, "y": 4}', ' {}' }, true)
-    local ok2, e2 = pcall(function()
-      h2.go(2)
-      h2.eof()
-      assert.are.equal(0, h2.status(), h2.read("err"))
-      assert.are.equal('length: 5\nlegs: 1\n', h2.read("out"))
-    end)
-    h2.close()
+    local ok, e, ok2, e2 = as_they_come(port, "the FIFO")
     -- a bad document ends the call there, naming the FIFO (bash's pipe as
     -- its /dev/fd name), after the ones before were answered
     local h3 = fed(call .. "Follow", { '{"x": 1}\n{"x": 2}\n', '{"x": "far"}\n' }, true)

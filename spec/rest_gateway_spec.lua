@@ -921,8 +921,8 @@ describe("protocall gateway refusing to start", function()
       ['{"rules": [{"selector": "s.S.N", "get": "/b"}], "name": "x", "http": {}}'] = ":1:11: http rules: a"
         .. " top-level 'rules' beside 'http': google.api.Service's rules go under 'http', google.api.Http's at the"
         .. " top level; give one shape",
-      -- a name written with an escape is the same name (no place found for it: the file named alone)
-      ['{"http": {"rules": []}, "\\u0072ules": [{"selector": "s.S.N", "get": "/b"}]}'] = ": http rules: a"
+      -- a name written with an escape is the same name, and found so
+      ['{"http": {"rules": []}, "\\u0072ules": [{"selector": "s.S.N", "get": "/b"}]}'] = ":1:39: http rules: a"
         .. " top-level 'rules' beside 'http': google.api.Service's rules go under 'http', google.api.Http's at the"
         .. " top level; give one shape",
       ['{"http": {"rules": []}, "fullyDecodeReservedExpansion": true}'] =
@@ -1006,6 +1006,9 @@ describe("protocall gateway refusing to start", function()
       ['{"rules": [{"selector": "gw.Library.Echo", "post": "/e", "body": "*", "responseBody": "zz"}]}'] =
         ":1:87: http rules: rule 1: gw.Library.Echo: POST /e: response_body 'zz': no such top-level field in"
         .. " gw.EchoReply",
+      -- member names written with JSON escapes, read as the JSON reader reads them
+      ['{"rules": [{"sel\\u0065ctor": "gw.Library.Echo", "post": "/e", "\\u0062ody": "nope"}]}'] =
+        ":1:76: http rules: rule 1: gw.Library.Echo: POST /e: body 'nope': no such top-level field in gw.EchoRequest",
       -- a duplicate route: the pattern of the rule compiled second; a byte order mark's bytes counted
       ['\239\187\191{"rules": [{"selector": "gw.Library.Echo", "post": "/e", "body": "*"},\n'
         .. ' {"selector": "gw.Library.GetBook", "post": "/e", "body": "*"}]}'] =

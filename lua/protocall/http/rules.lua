@@ -295,6 +295,15 @@ local function past_value(s, i)
   return i
 end
 
+-- A member's name as the JSON reader reads it, its escapes decoded
+-- ("sel\u0065ctor" is selector), from `raw`, the text between its quotes.
+local function member_name(raw)
+  if not raw:find("\\", 1, true) then return raw end
+  local _, _, HttpRule = config_types()
+  local r = json.from_json(HttpRule, '{"selector":"' .. raw .. '"}')
+  return r and r.selector or raw
+end
+
 -- The byte offset (from 0) in the JSON text `s` of the value at `path`
 -- ({"rules", 0, "get"}: members by proto or JSON name, the last of a
 -- name; array elements from 0), from the value at index `i`; nil when
@@ -313,7 +322,7 @@ local function value_offset(s, path, i, k)
     local at = i
     if close == "}" then -- a member: its name, ':' and its value
       local name_end = past_value(s, i)
-      local name = s:sub(i + 1, name_end - 2)
+      local name = member_name(s:sub(i + 1, name_end - 2))
       at = s:find("%S", s:find(":", name_end, true) + 1)
       if name == step or name == json_name then found = at end
     elseif n == step then

@@ -257,7 +257,8 @@ end
 -- the task, the others running meanwhile (a FIFO no writer has opened
 -- yet reads as an empty one); fails with "request N: why" ("-d @PATH:
 -- request N: why" for a FIFO) for a document T does not take, naming
--- the source when a read fails, and as request_splitter does.
+-- the source when a read fails, and as request_splitter does. Its second
+-- result, open(), tells whether the input has not ended yet.
 local function stream_requests(source, path, T, stopped)
   local what = path and "-d @" .. path or "standard input"
   local split, docs, k, count, eof = request_splitter(what), {}, 1, 0, false
@@ -281,7 +282,7 @@ local function stream_requests(source, path, T, stopped)
     local request, err = request_of(T, doc)
     if not request then fail(format("%srequest %d: %s", path and what .. ": " or "", count, err)) end
     return request
-  end
+  end, function() return not eof end
 end
 
 -- What takes the request data of `what` read whole, chunk by chunk:
@@ -498,6 +499,7 @@ function M.call.run(flags, args)
     stdout:flush()
     if M.terminal then stderr:write(format("\r%d received, %.1f s ", count, pc.now() - started)) end
   end
+  local input_open -- a streamed input's: whether it had not ended
   local okc, cerr = pcall(function()
     if m.client_streaming then -- one task sends while another prints or watches for the end
       local call = stub[name](stub)
@@ -507,7 +509,7 @@ function M.call.run(flags, args)
       end
       local next_request
       if streamed then
-        next_request = stream_requests(fifo or 0, fifo_path, m.input, function() return stop end)
+        next_request, input_open = stream_requests(fifo or 0, fifo_path, m.input, function() return stop end)
       else
         local i = 0
         next_request = function()
@@ -556,6 +558,13 @@ function M.call.run(flags, args)
     stderr:write(format("%d response message%s in %.3f s\n", count, count == 1 and "" or "s", pc.now() - started))
   end
   if not okc and getmetatable(cerr) == common.Failure then error(cerr, 0) end -- a bad request read
+  -- (the deadline met while the stream's input had not ended: said as a
+  -- unary call's wait for its one document says it)
+  if not okc and input_open and input_open() and type(cerr) == "table" and cerr.code == "DEADLINE_EXCEEDED"
+    and cerr.message == "deadline exceeded" then
+    cerr.message = "deadline exceeded waiting for " .. (fifo_path and fifo_name(fifo_path) or "standard input")
+      .. format(" (-max-time %g)", max_time)
+  end
   if not okc then return print_error(cerr, flags) end
   return 0
 end

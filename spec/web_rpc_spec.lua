@@ -638,6 +638,12 @@ describe("Connect GET served by pc.listen", function()
           .. (extra == "body" and "-d " .. file or "-H '" .. extra .. "'") .. " " .. url)
         return out:match("recv %(stream_id=%d+%) :status: (%d+)"), out:match("recv %(stream_id=%d+%) allow: (%S+)")
       end
+      -- nor do they turn a type of none of the protocols' 415 into another answer
+      for _, extra in ipairs { "grpc-timeout: xx", "grpc-encoding: br" } do
+        local a = curl("--http1.1 -H 'content-type: text/plain' -H '" .. extra .. "' -d x 'http://127.0.0.1:"
+          .. port .. "/web.Calc/Add'")
+        assert.are.equal("415", a:match("^HTTP/[%d.]+ (%d+)"), extra .. ": " .. a)
+      end
       for _, h2 in ipairs { false, true } do
         local types = { "application/grpc-web+proto", "application/connect+json" }
         if h2 then types[#types + 1] = "application/grpc" end

@@ -263,10 +263,13 @@ static int lpc_scall_http_method(lua_State *L) {
   return 1;
 }
 
-/* -- call:not_allowed(): answers HTTP 405 "Allow: POST" (a Connect GET
- * of a method with side effects, as connect-go answers) */
+/* -- call:not_allowed(options): answers HTTP 405 "Allow: POST" (a Connect
+ * GET of a method with side effects, as connect-go answers; another
+ * method than POST of gRPC, gRPC-Web or Connect streaming), "Allow:
+ * OPTIONS, POST" when `options` is true (the listener answers CORS
+ * preflights) */
 static int lpc_scall_not_allowed(lua_State *L) {
-  pc_GrpcServerCall_NotAllowed(check_call(L), "POST");
+  pc_GrpcServerCall_NotAllowed(check_call(L), lua_toboolean(L, 2) ? "OPTIONS, POST" : "POST");
   return 0;
 }
 

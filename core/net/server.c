@@ -44,9 +44,12 @@ struct pc_GrpcServerCall {
   size_t cors_len;          /* ... their bytes (at most PC_WEB_CORS_MAX_REQUEST_HEADERS) */
   int cors_over;            /* ... were longer than that: none is echoed */
   int connect_get;          /* a Connect GET: its request is the query, a body is refused */
-  int not_post;             /* gRPC, gRPC-Web or Connect streaming by another method than
-                             * POST: queued for the driver's 405 or 404, its body discarded
-                             * unread (its framing and headers no reason for another answer) */
+  int refused;              /* queued for the driver's refusal alone, its body discarded
+                             * unread, no header check made (its framing and headers no
+                             * reason for another answer): gRPC, gRPC-Web or Connect
+                             * streaming by another method than POST (405 or 404 by its
+                             * path), or a type of none of the protocols without
+                             * plain_http (415, queue_unknown_types) */
   pc_WebCodec codec;
   int http1;        /* carried over HTTP/1.x (http1_server.h) */
   int too_large;    /* a plain HTTP body past max_receive: answered 413 */
@@ -943,8 +946,9 @@ static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
    * its body, finish) */
   if (s->path == NULL) s->path = "";
   s->connect_get = get;
-  if (!get && s->proto != kPc_WebProtocol_Http && s->method && strcmp(s->method, "POST") != 0) {
-    s->not_post = 1;
+  if ((!get && s->proto != kPc_WebProtocol_Http && s->method && strcmp(s->method, "POST") != 0) ||
+      (s->proto == kPc_WebProtocol_Http && !c->plain_http)) {
+    s->refused = 1;
     s->queued = 1;
     c->waiting++;
     return;
@@ -1245,7 +1249,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
   (void)flags;
   (void)ud;
   pc_GrpcServerCall *s = call_of(session, id);
-  if (s == NULL || s->cancelled || s->finished || s->not_post) {
+  if (s == NULL || s->cancelled || s->finished || s->refused) {
     nghttp2_session_consume(session, id, len);
     return 0;
   }

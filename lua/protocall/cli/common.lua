@@ -512,6 +512,7 @@ function M.metadata_of(flags, cmd)
   local md = {}
   for _, h in ipairs(flags.H or {}) do
     local k, v = h:match("^%s*([^:]+):%s?(.*)$")
+    h = h:gsub("%c", "?") -- (as quoted in the errors: no terminal escapes)
     if not k then usage_error(cmd, "-H '" .. h .. "': 'key: value' expected") end
     k = k:lower():gsub("%s+$", "")
     local problem = metadata_problem { { k, "" } }

@@ -73,7 +73,7 @@ M.gateway = {
           "read the upstream's metadata NAME too, exposed as each protocol carries it:\n" ..
           "NAME (gRPC-Web, Connect), Trailer-NAME (a Connect unary trailer),\n" ..
           "Grpc-Metadata-NAME and Grpc-Trailer-NAME (REST); a NAME given with one of\n" ..
-          "those prefixes is exposed as given (cors.expose). A client\n" ..
+          "those prefixes, or *, is exposed as given (cors.expose). A client\n" ..
           "that goes away cancels its upstream call. It serves the reflection service\n" ..
           "itself, from the schema: the upstream's descriptors as they are, whose\n" ..
           "google.api.http options (what `protocall describe` shows) -rules may replace;\n" ..
@@ -421,8 +421,9 @@ end
 -- and for each of its entries the name given: a name NAME of metadata
 -- is exposed as each protocol carries it (NAME over gRPC-Web and
 -- Connect, Trailer-NAME a Connect unary trailer, Grpc-Metadata-NAME and
--- Grpc-Trailer-NAME over REST); a name given with one of those prefixes
--- is exposed as it is. Each name once, whatever its case.
+-- Grpc-Trailer-NAME over REST); a name given with one of those prefixes,
+-- and "*" (every header), is exposed as it is. Each name once, whatever
+-- its case.
 local CARRIED = { "trailer-", "grpc-metadata-", "grpc-trailer-" }
 local function cors_expose(names)
   if not names then return nil, nil end
@@ -436,6 +437,7 @@ local function cors_expose(names)
   for _, name in ipairs(names) do
     local low, prefixed = name:lower(), false
     for _, p in ipairs(CARRIED) do prefixed = prefixed or low:sub(1, #p) == p end
+    prefixed = prefixed or name == "*"
     add(name, name)
     if not prefixed then
       add("Trailer-" .. name, name)

@@ -340,8 +340,9 @@ local function run_call(self, call)
   elseif not post and not (connect_get and rest.takes_get(entry)) then
     -- a Connect GET (or its HEAD) only for unary methods with no side
     -- effects, other protocols by POST alone; connect-go answers the
-    -- others 405 "Allow: POST", over either HTTP version
-    call:not_allowed()
+    -- others 405 "Allow: POST", over either HTTP version (OPTIONS too
+    -- with cors, as REST's 405s)
+    call:not_allowed(self.cors ~= nil)
   elseif entry.info.client_streaming and entry.info.server_streaming and call:http_version() == 1 then
     -- HTTP/1.1 is half-duplex: a client coded for a full-duplex stream
     -- would wait for answers that come only after its request ends.
@@ -608,8 +609,9 @@ end
 -- /pkg.Svc/Method (a Connect GET needs connect=v1 in its query)"), its
 -- HEAD as the GET with the head alone; gRPC,
 -- gRPC-Web and Connect streaming requests by any HTTP method but POST
--- are HTTP 405 "Allow: POST" to a method's path, and to another get what
--- their POST gets (404, UNIMPLEMENTED; a HEAD the head alone).
+-- are HTTP 405 "Allow: POST" ("OPTIONS, POST" with `cors`) to a method's
+-- path, whatever their body and headers, and to another get what their
+-- POST gets (404, UNIMPLEMENTED; a HEAD the head alone).
 -- `opts.cors` (off by default) lets browser pages of other origins call:
 -- {origins = {"https://app.example", ...} (exact scheme://host[:port]
 -- strings, or "*" for any), headers = {names} (more

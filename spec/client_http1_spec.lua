@@ -19,6 +19,7 @@ service Calc {
   rpc Add(Point) returns (Sum);
   rpc Count(Point) returns (stream Point);
   rpc Total(stream Point) returns (Sum);
+  rpc Tally(stream Point) returns (Sum);
   rpc Echo(stream Point) returns (stream Point);
   rpc Half(stream Point) returns (stream Point);
 }
@@ -61,6 +62,14 @@ local server = pc.server({ ["srv.Calc"] = {
   Total = function(ctx)
     local sum = 0
     for p in ctx.recv do sum = sum + p.x end
+    return { total = sum }
+  end,
+  Tally = function(ctx) -- records each message's x as it arrives (seen.tally)
+    local sum = 0
+    for p in ctx.recv do
+      seen.tally[#seen.tally + 1] = p.x
+      sum = sum + p.x
+    end
     return { total = sum }
   end,
   Echo = function(ctx) for p in ctx.recv do ctx.send(p) end end,
@@ -112,8 +121,6 @@ describe("pc.grpc's http_version option", function()
       "pc.grpc: option 'http_version' \"1.1\" needs protocol \"grpc-web\", \"grpc-web-text\" or "
       .. "\"connect\" (gRPC needs HTTP/2)")
     pc.grpc("http://a:1", { protocol = "grpc-web", http_version = "2" }):close()
-    assert.has_error(function() pc.grpc("http://a:1", { protocol = "connect", max_http1_request_size = 0 }) end,
-      "pc.grpc: option 'max_http1_request_size' must be an integer in 1..2^31-1")
   end)
 end)
 
@@ -307,24 +314,48 @@ for _, protocol in ipairs { "connect", "grpc-web", "grpc-web-text" } do
       end)
     end)
 
-    it("refuses the send that would take a client stream's body past max_http1_request_size, sending none of it",
+    it("sends a client stream as it goes: its handler reads each message before the next is sent", function()
+      serving(function(_, url)
+        local stub, t = stub_of(url, protocol)
+        seen.tally = {}
+        local c = stub:Tally()
+        for i = 1, 3 do
+          c:send { x = i }
+          for _ = 1, 2000 do -- up to 20 s (a loaded machine under the sanitizers)
+            if #seen.tally == i then break end
+            pc.sleep(0.01)
+          end
+          assert.are.equal(i, #seen.tally)
+          assert.are.equal(i, seen.tally[i])
+        end
+        assert.are.equal(6, c:close_and_recv().total)
+        assert.are.equal(2, stub:Add({ x = 1, y = 1 }).total) -- the connection goes on
+        t:close()
+      end)
+    end)
+
+    it("keeps a slow client stream going past the server's stall_timeout, each message arriving within it",
       function()
         serving(function(_, url)
-          local stub, t = stub_of(url, protocol, { max_http1_request_size = 990 })
-          -- a message of 94 bytes is 99 framed, 132 in gRPC-Web-Text's base64
-          local fit = protocol == "grpc-web-text" and 7 or 10
-          local note = string.rep("n", 90)
+          local stub, t = stub_of(url, protocol)
           local c = stub:Total()
-          for i = 1, fit do c:send { x = i, note = note } end
-          assert.are.equal(fit == 7 and 28 or 55, c:close_and_recv().total)
-          c = stub:Total()
-          for i = 1, fit do c:send { x = i, note = note } end
-          local e = failure(function() c:send { x = 1, note = note } end)
-          assert.are.equal("RESOURCE_EXHAUSTED", e.code)
-          assert.are.equal("a client stream over HTTP/1.1 is sent whole at its end: its request body would pass "
-            .. "the limit of 990 bytes (pc.grpc option max_http1_request_size)", e.message)
-          assert.are.same(e, failure(function() c:close_and_recv() end))
-          assert.are.equal(2, stub:Add({ x = 1, y = 1 }).total) -- the connection goes on
+          for i = 1, 6 do
+            c:send { x = i }
+            pc.sleep(0.2)
+          end
+          assert.are.equal(21, c:close_and_recv().total)
+          t:close()
+        end, { stall_timeout = 0.5 })
+      end)
+
+    it("sends a client stream larger than the connection's write buffer, a send waiting for the socket",
+      function()
+        serving(function(_, url)
+          local stub, t = stub_of(url, protocol)
+          local c = stub:Total()
+          local note = string.rep("n", 64 * 1024)
+          for i = 1, 64 do c:send { x = i, note = note } end
+          assert.are.equal(64 * 65 / 2, c:close_and_recv().total)
           t:close()
         end)
       end)

@@ -88,7 +88,6 @@ static double opt_seconds(lua_State *L, int t, const char *k) {
 /* -- ch = core.grpc_channel{host=, port=, tls=, ca_file=, cert_file=,
  *                           key_file=, server_name=, user_agent=,
  *                           max_receive=, max_header_list=,
- *                           max_http1_request=,
  *                           stream_window=, connection_window=,
  *                           keepalive_time=, keepalive_timeout=,
  *                           insecure = boolean (TLS without verification),
@@ -146,7 +145,6 @@ static int lpc_grpc_channel(lua_State *L) {
   if (o.user_agent == NULL) o.user_agent = "protocall/" PROTOCALL_VERSION;
   o.max_receive = (size_t)lpc_opt_size(L, 1, "max_receive", 0x7fffffff);
   o.max_header_list = (size_t)lpc_opt_size(L, 1, "max_header_list", 0x7fffffff);
-  o.max_http1_request = (size_t)lpc_opt_size(L, 1, "max_http1_request", 0x7fffffff);
   o.stream_window = (uint32_t)lpc_opt_size(L, 1, "stream_window", 0x7fffffff);
   o.connection_window = (uint32_t)lpc_opt_size(L, 1, "connection_window", 0x7fffffff);
   o.keepalive_time = opt_seconds(L, 1, "keepalive_time");

@@ -437,7 +437,6 @@ static Conn *new_conn(pc_GrpcChannel *ch, pc_Error *err) {
   eo.tls = ch->o.tls;
   eo.user_agent = ch->o.user_agent;
   eo.max_receive = ch->o.max_receive;
-  eo.max_http1_request = ch->o.max_http1_request;
   eo.max_header_list = ch->o.max_header_list;
   eo.stream_window = ch->o.stream_window;
   eo.connection_window = ch->o.connection_window;

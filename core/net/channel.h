@@ -54,7 +54,6 @@ typedef struct {
   const char *ca_file, *cert_file, *key_file, *server_name; /* as socket.h */
   const char *user_agent;                                   /* NULL: "protocall" */
   size_t max_receive, max_header_list;                      /* as engine.h; 0: the defaults */
-  size_t max_http1_request;                                 /* as engine.h; 0: the default */
   uint32_t stream_window, connection_window;                /* as engine.h; 0: the defaults */
   /* Keepalive: a connection carrying calls that received nothing for
    * 'keepalive_time' seconds sends an HTTP/2 PING; no ACK within

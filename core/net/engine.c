@@ -19,9 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* pc_GrpcEngineOptions' max_http1_request when 0. */
-#define DEFAULT_MAX_HTTP1_REQUEST ((size_t)64 * 1024 * 1024)
-
 struct pc_GrpcStream {
   pc_GrpcMem m;     /* a stream outlives its engine, detached */
   pc_GrpcEngine *e; /* NULL once the engine is gone */
@@ -57,7 +54,6 @@ struct pc_GrpcStream {
   int get;              /* a Connect GET: submitted by the first Send, its message the query */
   nghttp2_nv *req;      /* ...its header fields, copied into 'arena' */
   size_t req_count;     /* ...how many */
-  size_t body;          /* request body bytes framed so far (HTTP/1.1: its limit) */
 };
 
 struct pc_GrpcEngine {
@@ -69,7 +65,6 @@ struct pc_GrpcEngine {
   char *user_agent;
   int tls;
   size_t max_receive, max_header_list;
-  size_t max_http1_request; /* pc_GrpcEngineOptions' */
   pc_GrpcEventFn *on_event;
   void *event_ud;
   int goaway;
@@ -783,8 +778,6 @@ pc_GrpcEngine *pc_GrpcEngine_New(const pc_GrpcEngineOptions *opts, pc_Alloc *all
   e->on_event = opts->on_event;
   e->event_ud = opts->event_ud;
   e->max_receive = opts->max_receive ? opts->max_receive : PC_GRPC_DEFAULT_MAX_RECEIVE;
-  e->max_http1_request =
-      opts->max_http1_request ? opts->max_http1_request : DEFAULT_MAX_HTTP1_REQUEST;
   e->max_header_list =
       opts->max_header_list ? opts->max_header_list : PC_GRPC_DEFAULT_MAX_HEADER_LIST;
   pc_GrpcSessionSettings set = {.stream_window = opts->stream_window,
@@ -794,8 +787,7 @@ pc_GrpcEngine *pc_GrpcEngine_New(const pc_GrpcEngineOptions *opts, pc_Alloc *all
     e->authority = dup_cstr(e, opts->authority ? opts->authority : "");
     e->user_agent = dup_cstr(e, opts->user_agent ? opts->user_agent : "protocall");
     if (opts->http1) {
-      pc_Http1ClientOptions ho = {.max_request = e->max_http1_request};
-      e->h1 = pc_Http1Client_New(&ho, alloc, ud, err);
+      e->h1 = pc_Http1Client_New(NULL, alloc, ud, err);
       if (e->h1 == NULL) goto fail;
       pump_http1(e); /* its SETTINGS (one stream at a time) before any stream opens */
     }
@@ -858,6 +850,7 @@ static void pump_http1(pc_GrpcEngine *e) {
       moved = 1;
     }
   }
+  pc_Http1Client_Idle(e->h1);
   const char *why = pc_Http1Client_Why(e->h1);
   if (why[0] && !e->h2.dead) {
     e->h2.dead = 1;
@@ -1312,15 +1305,6 @@ int pc_GrpcStream_Send(pc_GrpcStream *s, const void *msg, size_t len) {
     memcpy(b->p + before, tmp, enc);
     b->len = before + enc;
     pc_GrpcMem_Alloc(&s->m, tmp, enc, 0);
-  }
-  s->body += s->out.buf.len - before;
-  if (s->e->h1 && s->body > s->e->max_http1_request) {
-    pc_GrpcOutbox_Clear(&s->out);
-    fail(s, kPc_Code_ResourceExhausted, 1,
-         "a client stream over HTTP/1.1 is sent whole at its end: its request body would pass "
-         "the limit of %zu bytes (pc.grpc option max_http1_request_size)",
-         s->e->max_http1_request);
-    return 0;
   }
   resume(s);
   return 1;

@@ -63,16 +63,13 @@ typedef struct {
   void *event_ud;
   /* Non-zero: the connection speaks HTTP/1.1 (http1_client.h) for
    * gRPC-Web and Connect: one stream at a time (the peer's
-   * SETTINGS_MAX_CONCURRENT_STREAMS is 1), each request written once it
-   * ended, the response read as it comes; Output and Recv carry HTTP/1.1
-   * bytes, pc_GrpcEngine_Lost ends a response framed by the connection's
-   * close first. PINGs are answered in memory (no keepalive check). */
+   * SETTINGS_MAX_CONCURRENT_STREAMS is 1), each request written whole
+   * once it ended, or chunked as it is sent when it goes on past a write
+   * (a client stream), the response read as it comes; Output and Recv
+   * carry HTTP/1.1 bytes, pc_GrpcEngine_Lost ends a response framed by the
+   * connection's close first. PINGs are answered in memory (no keepalive
+   * check). */
   int http1;
-  /* Over HTTP/1.1: the most bytes a call's request body may take, held
-   * whole until its request ends (http1_client.h); a Send past it fails
-   * the call RESOURCE_EXHAUSTED. 0: 64 MiB, sixteen of gRPC's default
-   * 4 MiB messages. */
-  size_t max_http1_request;
 } pc_GrpcEngineOptions;
 
 /* A new engine (the client preface and SETTINGS are its first output), or

@@ -9,10 +9,12 @@
 #include <string.h>
 
 #define DEFAULT_MAX_FIELDS  100
-#define DEFAULT_MAX_REQUEST ((size_t)64 * 1024 * 1024)
 #define DEFAULT_MAX_PENDING ((size_t)16 * 1024 * 1024)
 /* Response body bytes held for the engine before parsing waits. */
 #define RESPONSE_HIGH       ((size_t)256 * 1024)
+/* Request bytes unwritten to the socket past which a streamed request's
+ * DATA is not given back to the engine's flow control (its send waits). */
+#define OUTPUT_HIGH         ((size_t)256 * 1024)
 /* The request header list the session takes from the engine. */
 #define MAX_REQUEST_HEADERS ((size_t)64 * 1024)
 
@@ -20,6 +22,7 @@
 enum {
   kIdle,      /* no stream */
   kGathering, /* a stream's request arrives from the engine */
+  kStreaming, /* its head is written, its body goes out in chunks as it comes */
   kSent,      /* its request is written; its response is read */
   kReceived,  /* the response was read whole; the stream has yet to close */
 };
@@ -40,7 +43,10 @@ struct pc_Http1Client {
    * name NUL value NUL; 'nreq' fields in all. */
   pc_GrpcBuf req;
   size_t nreq;
-  pc_GrpcBuf body;
+  int head_in;       /* ...its header block is whole */
+  pc_GrpcBuf body;   /* its body while gathered (kGathering) */
+  int body_open;     /* ...streamed, its last chunk not written yet */
+  size_t unconsumed; /* streamed body bytes not given back to flow control */
   /* The response. */
   pc_GrpcBuf rhead; /* its head's fields, name NUL value NUL, lower case */
   size_t nrhead;
@@ -96,13 +102,16 @@ static void closing(pc_Http1Client *c) {
 /* The exchange is over: the next one may start (a stream closed before its
  * request went out leaves the connection as it was). */
 static void next_exchange(pc_Http1Client *c) {
-  int reusable = c->phase == kGathering || (c->phase == kReceived && pc_Http1Parser_Next(&c->p));
+  int reusable = c->phase == kGathering ||
+                 (c->phase == kReceived && !c->body_open && pc_Http1Parser_Next(&c->p));
+  if (c->unconsumed > 0 && nghttp2_session_consume_connection(c->h2.session, c->unconsumed) != 0)
+    fail(c, "out of memory");
   c->phase = kIdle;
   c->stream = 0;
   c->req.len = c->body.len = c->resp.len = c->trailers.len = c->rhead.len = 0;
   c->nreq = c->ntrailers = c->nrhead = 0;
-  c->resp_pos = 0;
-  c->head_held = c->head_sent = c->body_end = c->deferred = 0;
+  c->resp_pos = c->unconsumed = 0;
+  c->head_in = c->body_open = c->head_held = c->head_sent = c->body_end = c->deferred = 0;
   if (!reusable || c->eof) closing(c);
 }
 
@@ -118,8 +127,9 @@ static void read_pair(const pc_GrpcBuf *b, size_t *at, pc_Http1Header *f) {
   *at += f->value_len + 1;
 }
 
-/* Writes the request of the stream (its request ended). */
-static void write_request(pc_Http1Client *c) {
+/* Writes the request of the stream: whole with its length once it ended,
+ * else its head and the body so far as a chunk ('chunked'). */
+static void write_request(pc_Http1Client *c, int chunked) {
   pc_Alloc *alloc = c->h2.m.alloc;
   void *ud = c->h2.m.ud;
   if (c->nreq < 3) { /* no :method, :path or :authority: nghttp2 would have refused it */
@@ -137,22 +147,34 @@ static void write_request(pc_Http1Client *c) {
   }
   f[0] = (pc_Http1Header){"Host", 4, pseudo[2].value, pseudo[2].value_len};
   for (size_t i = 1; i < nf; i++) read_pair(&c->req, &at, &f[i]);
-  pc_Http1Out h = {pseudo[0].value,      pseudo[1].value, 0, f, nf,
-                   kPc_Http1Body_Length, c->body.len,     0};
+  pc_Http1Out h = {pseudo[0].value,
+                   pseudo[1].value,
+                   0,
+                   f,
+                   nf,
+                   chunked ? kPc_Http1Body_Chunked : kPc_Http1Body_Length,
+                   c->body.len,
+                   0};
   pc_Error err;
   pc_Error_Init(&err);
   size_t n = pc_Http1_WriteHead(NULL, 0, &h, &err);
+  size_t body = chunked ? pc_Http1_WriteChunk(NULL, 0, c->body.p, c->body.len) : c->body.len;
   if (n == 0) {
     /* A field HTTP/1.1 cannot carry: the call fails, the connection goes on. */
+    c->head_in = 0; /* (reset once: pc_Http1Client_Idle does not come back to it) */
     nghttp2_submit_rst_stream(c->h2.session, NGHTTP2_FLAG_NONE, c->stream, NGHTTP2_PROTOCOL_ERROR);
-  } else if (!pc_GrpcBuf_Reserve(alloc, ud, &c->out, n + c->body.len)) {
+  } else if (!pc_GrpcBuf_Reserve(alloc, ud, &c->out, n + body)) {
     fail(c, "out of memory");
   } else {
     pc_Http1_WriteHead(c->out.p + c->out.len, n, &h, &err);
     c->out.len += n;
-    append(c, &c->out, c->body.p, c->body.len);
-    c->body.len = 0;
-    c->phase = kSent;
+    if (chunked)
+      c->out.len += pc_Http1_WriteChunk(c->out.p + c->out.len, body, c->body.p, c->body.len);
+    else
+      append(c, &c->out, c->body.p, c->body.len);
+    pc_GrpcBuf_Free(alloc, ud, &c->body);
+    c->phase = chunked ? kStreaming : kSent;
+    c->body_open = chunked;
     c->last_taken = c->stream;
   }
   alloc(ud, f, nf * sizeof *f, 0);
@@ -207,16 +229,25 @@ static int on_header(void *user, void *stream, const nghttp2_frame *frame, const
   return 0;
 }
 
+/* A chunk of 'len' bytes of the streamed body onto the wire output. */
+static int write_chunk(pc_Http1Client *c, const void *data, size_t len) {
+  size_t n = pc_Http1_WriteChunk(NULL, 0, data, len);
+  if (!pc_GrpcBuf_Reserve(c->h2.m.alloc, c->h2.m.ud, &c->out, n)) return 0;
+  c->out.len += pc_Http1_WriteChunk(c->out.p + c->out.len, n, data, len);
+  return 1;
+}
+
 static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, const uint8_t *data,
                          size_t len, void *ud) {
   pc_Http1Client *c = ud;
   (void)flags;
+  if (id == c->stream && c->phase == kStreaming) {
+    /* given back as the socket takes the output (give_back) */
+    c->unconsumed += len;
+    return write_chunk(c, data, len) ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
+  }
   nghttp2_session_consume(session, id, len);
   if (id != c->stream || c->phase != kGathering) return 0;
-  if (c->body.len + len > c->o.max_request) {
-    nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, NGHTTP2_INTERNAL_ERROR);
-    return 0;
-  }
   if (!append(c, &c->body, data, len)) return NGHTTP2_ERR_CALLBACK_FAILURE;
   return 0;
 }
@@ -225,9 +256,18 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
   pc_Http1Client *c = ud;
   (void)session;
   if (frame->hd.stream_id == 0 || frame->hd.stream_id != c->stream) return 0;
+  if (frame->hd.type == NGHTTP2_HEADERS && c->phase == kGathering) c->head_in = 1;
   if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
-      (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && c->phase == kGathering)
-    write_request(c);
+      (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+    if (c->phase == kGathering) {
+      write_request(c, 0);
+    } else if (c->phase == kStreaming) {
+      static const char last[] = "0\r\n\r\n";
+      if (!append(c, &c->out, last, sizeof last - 1)) return NGHTTP2_ERR_CALLBACK_FAILURE;
+      c->phase = kSent;
+      c->body_open = 0;
+    }
+  }
   return 0;
 }
 
@@ -376,7 +416,7 @@ static void response_head(pc_Http1Client *c, int body) {
  * returns whether anything moved. */
 static int parse_some(pc_Http1Client *c) {
   int moved = 0;
-  while (!c->dead && c->phase == kSent && !c->body_end &&
+  while (!c->dead && (c->phase == kStreaming || c->phase == kSent) && !c->body_end &&
          c->resp.len - c->resp_pos < RESPONSE_HIGH) {
     pc_Http1Event ev;
     const char *at = c->in.p ? c->in.p + c->in_pos : "";
@@ -427,7 +467,7 @@ static int parse_some(pc_Http1Client *c) {
 /* Bytes from the server while no request is out: an idle connection the
  * server ends (a 408 before it closes, say) is not used again. */
 static void idle_input(pc_Http1Client *c) {
-  if (c->phase >= kSent || c->in.len == c->in_pos) return;
+  if (c->phase >= kStreaming || c->in.len == c->in_pos) return;
   c->in_pos = c->in.len;
   closing(c);
 }
@@ -447,7 +487,6 @@ pc_Http1Client *pc_Http1Client_New(const pc_Http1ClientOptions *opts, pc_Alloc *
   if (c == NULL) return NULL;
   if (opts) c->o = *opts;
   if (c->o.max_fields == 0) c->o.max_fields = DEFAULT_MAX_FIELDS;
-  if (c->o.max_request == 0) c->o.max_request = DEFAULT_MAX_REQUEST;
   if (c->o.max_pending == 0) c->o.max_pending = DEFAULT_MAX_PENDING;
   c->slots = c->h2.m.alloc(c->h2.m.ud, NULL, 0, c->o.max_fields * sizeof *c->slots);
   pc_GrpcSessionSettings set = {.max_streams = 1, .max_header_list = MAX_REQUEST_HEADERS};
@@ -483,9 +522,19 @@ int pc_Http1Client_FromEngine(pc_Http1Client *c, const void *data, size_t len) {
   return !c->dead;
 }
 
+/* A streamed body's bytes back to the engine's flow control while the
+ * socket keeps up (its window then lets the next messages come). */
+static void give_back(pc_Http1Client *c) {
+  if (c->unconsumed == 0 || c->out.len - c->out_pos > OUTPUT_HIGH) return;
+  if (nghttp2_session_consume(c->h2.session, c->stream, c->unconsumed) != 0)
+    fail(c, "out of memory");
+  c->unconsumed = 0;
+}
+
 size_t pc_Http1Client_ToEngine(pc_Http1Client *c, const char **data) {
   char why[PC_ERROR_MAX];
   if (!c->dead) {
+    give_back(c);
     advance(c);
     if (!pc_GrpcSession_Fill(&c->h2, why, sizeof why)) fail(c, why);
     advance(c); /* the session took body bytes: more may be parsed */
@@ -531,7 +580,11 @@ void pc_Http1Client_Eof(pc_Http1Client *c) {
   pc_Http1Parser_Eof(&c->p);
   if (c->dead) return;
   advance(c); /* a body until close ends; one cut short fails */
-  if (c->phase < kSent) closing(c);
+  if (c->phase < kStreaming) closing(c);
+}
+
+void pc_Http1Client_Idle(pc_Http1Client *c) {
+  if (!c->dead && c->phase == kGathering && c->head_in && c->body.len > 0) write_request(c, 1);
 }
 
 size_t pc_Http1Client_Output(pc_Http1Client *c, const char **data) {

@@ -17,9 +17,16 @@
  * One exchange at a time: the session advertises
  * SETTINGS_MAX_CONCURRENT_STREAMS 1, so the engine opens no second stream
  * and a channel opens another connection for concurrent calls. A request
- * is written once its stream's request ends (END_STREAM), framed by
- * Content-Length (its body held until then, at most 'max_request' bytes):
- * unary and server-streaming calls, and client streams sent whole; a
+ * whose stream's request ends (END_STREAM) before the engine is idle
+ * (pc_Http1Client_Idle) is written whole, framed by Content-Length: unary
+ * and server-streaming calls. One whose body has begun and goes on past
+ * that (a client stream) is written with Transfer-Encoding: chunked, its
+ * head and body so far at once, then each DATA frame as a chunk, the last
+ * chunk at END_STREAM; its DATA is given back to the engine's flow control
+ * only while the unwritten output is under 256 KiB, so the engine's send
+ * waits for the socket as for an HTTP/2 window. The response may begin
+ * meanwhile (a server that fails the call early); a request body not
+ * ended when its stream closes ends the connection (GOAWAY). A
  * bidirectional stream cannot run (the response would wait for a request
  * that waits for it: HTTP/1.1 has no full duplex here, as connect-go says:
  * bidi streams require HTTP/2). The response is passed on as it arrives
@@ -53,7 +60,6 @@ typedef struct pc_Http1Client pc_Http1Client;
 typedef struct {
   pc_Http1Options http1; /* response heads, chunk lines, trailers, lengths (0: http1.h's) */
   size_t max_fields;     /* fields per response head or trailer section; 0: 100 */
-  size_t max_request;    /* request body bytes held until the request ends; 0: 64 MiB */
   size_t max_pending;    /* response bytes held for the engine; 0: 16 MiB */
 } pc_Http1ClientOptions;
 
@@ -78,6 +84,9 @@ int pc_Http1Client_Recv(pc_Http1Client *c, const void *data, size_t len);
 /* The server closed the connection: a response until close ends, one cut
  * short fails the connection; idle, the connection just ends (GOAWAY). */
 void pc_Http1Client_Eof(pc_Http1Client *c);
+/* The engine has given all it has for now: a request whose header block
+ * and some body arrived, not ended, goes out chunked (a client stream). */
+void pc_Http1Client_Idle(pc_Http1Client *c);
 /* Bytes to write to the server, valid until _Wrote ('n' of them written). */
 size_t pc_Http1Client_Output(pc_Http1Client *c, const char **data);
 void pc_Http1Client_Wrote(pc_Http1Client *c, size_t n);

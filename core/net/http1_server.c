@@ -41,7 +41,9 @@ struct pc_Http1ServerConn {
   size_t out_pos;
   double now;
   double head_since; /* > 0: bytes of a request head wait since then */
-  double body_since; /* > 0: the request's head ended then, its body still coming */
+  double body_since; /* > 0: the request's head ended then (or, chunked, its last
+                      * body bytes came), its body still coming */
+  int body_chunked;  /* the request's body is chunked (a client stream as it goes) */
   /* The request being served. */
   int busy;        /* a request is in progress (head parsed, exchange not over) */
   int32_t stream;  /* its HTTP/2 stream */
@@ -526,10 +528,12 @@ static int parse_some(pc_Http1ServerConn *c) {
     case kPc_Http1Event_Head:
       c->head_since = 0;
       c->body_since = c->now;
+      c->body_chunked = ev.head->body == kPc_Http1Body_Chunked;
       start_request(c, ev.head);
       progress = 1;
       break;
     case kPc_Http1Event_Body:
+      if (c->body_chunked && ev.len > 0) c->body_since = c->now;
       if (c->stream_open && !c->resp_ended && !append(c, &c->body, ev.data, ev.len))
         fail(c, "out of memory");
       resume(c);

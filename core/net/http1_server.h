@@ -20,10 +20,10 @@
  * (pc_Http1Status_HttpCode: 400, 413, 414, 431, 501, 505), a request head
  * not complete within 'head_timeout' of its first byte (408, slowloris),
  * a request body not complete within the engine's stall_timeout of its
- * head's end (60 s unless set; 408, or the connection closed once its
- * answer has begun: a body trickled a byte at a time holds no connection
- * for ever; bodies here are a unary or server-streaming request, or a
- * client stream sent whole),
+ * head's end, or for a chunked body (a client stream sent as it goes) of
+ * the last bytes of it that came (60 s unless set; 408, or the connection
+ * closed once its answer has begun: a Content-Length body trickled a byte
+ * at a time holds no connection for ever),
  * input piling up past the bound below while a response is going (a
  * pipelining flood); a HEAD's refusal is its head alone, the length of
  * the text a GET's carries (RFC 9110 9.3.2). "Expect: 100-continue" is answered "100 Continue".

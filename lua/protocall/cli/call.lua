@@ -67,8 +67,8 @@ M.call = {
           "too. -get (with -protocol connect) sends a unary method marked idempotency_level =\n" ..
           "NO_SIDE_EFFECTS as Connect's GET. -http1 sends grpcweb and connect over HTTP/1.1\n" ..
           "instead (TLS: ALPN http/1.1): unary and server streaming calls, client streams\n" ..
-          "sent whole (at most 64 MiB: RESOURCE_EXHAUSTED past it); it needs -proto or\n" ..
-          "-protoset (reflection is a bidirectional stream, which needs HTTP/2).",
+          "sent as they are read (a chunked request body); it needs -proto or -protoset\n" ..
+          "(reflection is a bidirectional stream, which needs HTTP/2).",
   example = "protocall call -plaintext -I examples -proto route.proto -retry-attempts 3 -d '{\"name\": \"r\"}' \\\n" ..
             "    127.0.0.1:50051 demo.Router/Measure\n" ..
             "  protocall call -plaintext -I examples -proto route.proto -d '{\"name\": \"s\"}' \\\n" ..

@@ -49,7 +49,7 @@ local TRANSPORT_OPTIONS = {
   reconnect = "table", insecure = "boolean", connect_timeout = "number", load_balancing = "string",
   driver = "table", wait_for_ready = "boolean", dns_server = "string", dns_min_interval = "number",
   protocol = "string", codec = "string", get = "boolean", xds_bootstrap = "string",
-  http_version = "string", max_http1_request_size = "number",
+  http_version = "string",
 }
 
 -- pc.grpc's `protocol`: the name each shape of call is sent as
@@ -500,13 +500,13 @@ local function raise_if_failed(self)
   end
 end
 
--- Over HTTP/1.1 a stream's request goes whole once the sending side
--- closes: reading before that would wait forever (connect-go's rule:
+-- Over HTTP/1.1 a stream's response is read once its request ended (the
+-- sending side closed): reading before that would wait forever (connect-go's rule:
 -- bidirectional streams need HTTP/2). Cancels the call and raises.
 local function half_duplex(self)
   self.call:cancel()
   error(error_of { code = "UNIMPLEMENTED", method = self.path, ["local"] = true,
-    message = "bidi streams require HTTP/2 (over HTTP/1.1 the request goes whole at close_send: "
+    message = "bidi streams require HTTP/2 (over HTTP/1.1 the response comes after close_send: "
       .. "read the responses after it)" }, 0)
 end
 
@@ -853,14 +853,10 @@ local LB_POLICIES = { pick_first = true, round_robin = true, least_request = tru
 -- work the same), `http_version` ("2", the default, or "1.1": gRPC-Web and
 -- Connect over HTTP/1.1, TLS with ALPN http/1.1; one call per connection
 -- at a time, so concurrent calls open more connections, each kept alive
--- for the next call; unary and server streaming, a client stream sent
--- whole at close_send, so held in memory until then: at most
--- `max_http1_request_size` bytes of request body (the messages as
--- framed: 5 bytes more each, gzipped when compressed, in base64 with
--- grpc-web-text; default 64 MiB, sixteen of gRPC's default 4 MiB
--- messages), the send that would pass it failing the call
--- RESOURCE_EXHAUSTED ("a client stream over HTTP/1.1 is sent whole at
--- its end: ..."), never sending part of it; a bidirectional stream
+-- for the next call; unary and server streaming, a client stream sent as
+-- it goes (a chunked request body, each send a chunk once the connection
+-- takes it, a send waiting while the connection's write buffer is full,
+-- the response read after close_send); a bidirectional stream
 -- raises UNIMPLEMENTED "bidi streams require HTTP/2" when read before
 -- close_send, as connect-go refuses them; responses not read are held
 -- in memory, at most 16 MiB a connection, HTTP/1.1 having no flow
@@ -984,7 +980,6 @@ function M.grpc(target, opts)
   local sizes = {
     max_receive = size_option(opts, "max_receive_size", 1),
     max_header_list = size_option(opts, "max_header_list_size", 1),
-    max_http1_request = size_option(opts, "max_http1_request_size", 1),
     stream_window = size_option(opts, "stream_window", 65535),
     connection_window = size_option(opts, "connection_window", 65535),
   }
@@ -1002,7 +997,6 @@ function M.grpc(target, opts)
       server_name = opts.server_name or (dns and dns.name), user_agent = opts.user_agent,
       insecure = opts.insecure, connect_timeout = opts.connect_timeout,
       max_receive = sizes.max_receive, max_header_list = sizes.max_header_list,
-      max_http1_request = sizes.max_http1_request,
       stream_window = sizes.stream_window, connection_window = sizes.connection_window,
       keepalive_time = opts.keepalive_time, keepalive_timeout = opts.keepalive_timeout,
       backoff = backoff, host_io = host_driver ~= nil, wait_for_ready = opts.wait_for_ready and (alone or "backoff"),

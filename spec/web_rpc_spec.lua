@@ -362,10 +362,12 @@ describe("CORS on pc.listen", function()
     os.remove(file)
   end)
 
-  it("is off by default: OPTIONS is refused as any request that is not the protocols'", function()
+  it("is off by default: OPTIONS is refused as any method but POST, 405 Allow: POST", function()
+    -- (it was 415, as a request that is not the protocols'; connect-go refuses the method first)
     serving(nil, function(port)
       local a = curl("--http2-prior-knowledge " .. PREFLIGHT .. "http://127.0.0.1:" .. port .. "/web.Calc/Add")
-      assert.matches("^HTTP/2 415", a)
+      assert.matches("^HTTP/2 405", a)
+      assert.are.equal("POST", header(a, "allow"))
       assert.is_nil(a:find("access-control", 1, true))
     end)
   end)
@@ -525,7 +527,8 @@ describe("Connect GET served by pc.listen", function()
 
   it("refuses gRPC-Web, Connect streaming and gRPC by any method but POST: 405 Allow: POST", function()
     -- (HEAD and PUT ran the handler with no request, answered UNIMPLEMENTED
-    -- in a 200; GET was a Connect GET without REST, a 400)
+    -- in a 200; GET was a Connect GET without REST, a 400. Mul takes a
+    -- Connect GET: its Allow lists GET, as connect-go's, whatever the protocol)
     for _, opts in ipairs { false, { rest = true } } do
       serving(opts or nil, function(port)
         for _, version in ipairs { "--http1.1", "--http2-prior-knowledge" } do
@@ -537,9 +540,39 @@ describe("Connect GET served by pc.listen", function()
               local a = curl(version .. " " .. method .. " -H 'content-type: " .. ct .. "' 'http://127.0.0.1:"
                 .. port .. "/web.Calc/Mul'")
               assert.matches("^HTTP/[%d.]+ 405", a)
-              assert.are.equal("POST", header(a, "allow"))
+              assert.are.equal("GET, POST", header(a, "allow"))
             end
           end
+        end
+      end)
+    end
+  end)
+
+  it("refuses Connect unary by another method than POST or GET 405 without rest, whatever its type", function()
+    -- (it was 415, its type read as none of the protocols'; connect-go answers 405 to a method its
+    -- handler does not take before it reads the type, Allow "GET, POST" where a Connect GET calls it)
+    local cors = { origins = { "http://app.example" } }
+    for _, on in ipairs { false, true } do
+      serving({ cors = on and cors or nil }, function(port)
+        for _, version in ipairs { "--http1.1", "--http2-prior-knowledge" } do
+          local url = "'http://127.0.0.1:" .. port .. "/web.Calc/"
+          for _, ct in ipairs { "application/proto", "application/json", "text/plain" } do
+            for method, allow in pairs { Add = "POST", Mul = "GET, POST" } do
+              for _, verb in ipairs { "PUT", "DELETE" } do
+                local what = version .. " " .. verb .. " " .. ct .. " " .. method
+                local a = curl(version .. " -X " .. verb .. " -H 'Origin: http://app.example' -H 'content-type: "
+                  .. ct .. "' " .. url .. method .. "'")
+                assert.are.equal("405", a:match("^HTTP/[%d.]+ (%d+)"), what .. ": " .. a)
+                assert.are.equal(on and (allow:gsub("POST", "OPTIONS, POST")) or allow, header(a, "allow"), what)
+                assert.are.equal("0", header(a:lower(), "content-length"), what)
+              end
+            end
+          end
+          -- a plain OPTIONS (no preflight) too; to a path that names no method, what its POST gets: 415
+          local a = curl(version .. " -X OPTIONS " .. url .. "Add'")
+          assert.are.equal("405", a:match("^HTTP/[%d.]+ (%d+)"), a)
+          a = curl(version .. " -X PUT -H 'content-type: application/proto' " .. url .. "Nope'")
+          assert.are.equal("415", a:match("^HTTP/[%d.]+ (%d+)"), a)
         end
       end)
     end

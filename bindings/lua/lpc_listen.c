@@ -263,13 +263,16 @@ static int lpc_scall_http_method(lua_State *L) {
   return 1;
 }
 
-/* -- call:not_allowed(options): answers HTTP 405 "Allow: POST" (a Connect
- * GET of a method with side effects, as connect-go answers; another
- * method than POST of gRPC, gRPC-Web or Connect streaming), "Allow:
- * OPTIONS, POST" when `options` is true (the listener answers CORS
- * preflights) */
+/* -- call:not_allowed(options, get): answers HTTP 405 "Allow: POST" (a
+ * Connect GET of a method with side effects, as connect-go answers;
+ * another method than POST of gRPC, gRPC-Web or Connect, unary or
+ * streaming), OPTIONS listed too when `options` is true (the listener
+ * answers CORS preflights), GET when `get` is true (the method takes a
+ * Connect GET): "GET, OPTIONS, POST" at most, sorted as connect-go's */
 static int lpc_scall_not_allowed(lua_State *L) {
-  pc_GrpcServerCall_NotAllowed(check_call(L), lua_toboolean(L, 2) ? "OPTIONS, POST" : "POST");
+  static const char *const allow[] = {"POST", "OPTIONS, POST", "GET, POST", "GET, OPTIONS, POST"};
+  int i = (lua_toboolean(L, 2) ? 1 : 0) + (lua_toboolean(L, 3) ? 2 : 0);
+  pc_GrpcServerCall_NotAllowed(check_call(L), allow[i]);
   return 0;
 }
 

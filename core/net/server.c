@@ -49,7 +49,9 @@ struct pc_GrpcServerCall {
                              * reason for another answer): gRPC, gRPC-Web or Connect
                              * streaming by another method than POST (405 or 404 by its
                              * path), or a type of none of the protocols without
-                             * plain_http (415, queue_unknown_types) */
+                             * plain_http (queue_unknown_types: 415, or 405 to a
+                             * method's path by another method than POST; Connect
+                             * unary's type by PUT is such a type) */
   pc_WebCodec codec;
   int http1;        /* carried over HTTP/1.x (http1_server.h) */
   int too_large;    /* a plain HTTP body past max_receive: answered 413 */
@@ -916,6 +918,11 @@ static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
   if (s->proto == kPc_WebProtocol_None && (c->plain_http || c->queue_unknown_types)) {
     s->proto = kPc_WebProtocol_Http;
     s->codec = kPc_WebCodec_Json;
+  }
+  /* Without plain_http such a call is queued for the driver's refusal
+   * alone (refused, below), its body discarded: no prefix for a body
+   * nobody reads, nothing allocated for it. */
+  if (s->proto == kPc_WebProtocol_Http && c->plain_http) {
     s->eager = 1;
     unsigned char prefix[5] = {0, 0, 0, 0, 0};
     int ok = pc_GrpcInbox_Append(&s->in, &s->m, prefix, 5);

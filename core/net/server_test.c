@@ -419,7 +419,10 @@ static void web_calls(void) {
     }
   }
   /* queue_unknown_types: a content type of no protocol is queued as a
-   * plain HTTP call for the driver's 415 (a GET stays a Connect GET). */
+   * plain HTTP call for the driver's 415 (a GET stays a Connect GET), and
+   * so is Connect unary's by another method than POST or GET (its 405 by
+   * NotAllowed). Refused, they hold nothing of their bodies: no message
+   * (it was an empty one, a prefix allocated for a body discarded). */
   {
     client_new(65535);
     pc_GrpcServerOptions o;
@@ -430,13 +433,23 @@ static void web_calls(void) {
     pc_GrpcServerConn *c = must(pc_GrpcServerConn_New(&o, NULL, NULL, &err), "server");
     request_body("/t.T/Echo", "text/plain", NULL, NULL, "x", 1, 1, 1);
     request_no_body("GET", "/t.T/Echo?encoding=json&message=%7B%7D", "text/plain");
+    int32_t put = request_no_body("PUT", "/t.T/Echo", "application/proto");
     shuttle(c);
     pc_GrpcServerCall *a = must(pc_GrpcServerConn_Accept(c), "call");
     pc_GrpcServerCall *b = must(pc_GrpcServerConn_Accept(c), "call");
+    pc_GrpcServerCall *p = must(pc_GrpcServerConn_Accept(c), "call");
     CHECK(pc_GrpcServerCall_Protocol(a) == kPc_WebProtocol_Http);
     CHECK(pc_GrpcServerCall_Protocol(b) == kPc_WebProtocol_ConnectUnary);
+    CHECK(pc_GrpcServerCall_Protocol(p) == kPc_WebProtocol_Http);
+    CHECK(pc_GrpcServerCall_Next(a, &d, &n) == -1);
+    CHECK(pc_GrpcServerCall_Next(p, &d, &n) == -1);
+    pc_GrpcServerCall_NotAllowed(p, "GET, POST");
+    shuttle(c);
+    CHECK(cst(put)->closed && has(cst(put)->headers, ":status=405;"));
+    CHECK(has(cst(put)->headers, "allow=GET, POST;"));
     pc_GrpcServerCall_Free(a);
     pc_GrpcServerCall_Free(b);
+    pc_GrpcServerCall_Free(p);
     pc_GrpcServerConn_Free(c);
   }
   /* application/grpc+json takes the JSON codec and answers in kind (as

@@ -305,10 +305,20 @@ end
 -- One call, from its headers to its end; a task of the scheduler.
 local function run_call(self, call)
   if not self.rest and call:protocol() == "http" then
-    -- a content type of none of the protocols, which the engine queued
-    -- for this 415 (queue_unknown_types): its Accept-Post lists what the
-    -- method of its path takes
-    rest.refuse_type(call, self.server.methods[call:path():match("^[^?]*")])
+    -- a content type of none of the protocols, or Connect unary's by
+    -- another HTTP method than POST (a GET would be a Connect GET), which
+    -- the engine queued for the driver (queue_unknown_types): to a
+    -- method's path by another method than POST, 405 as connect-go
+    -- answers any method its handler does not take, whatever the type
+    -- (Allow lists GET where the method takes a Connect GET, OPTIONS with
+    -- cors); else 415, whose Accept-Post lists what the method of the
+    -- path takes
+    local entry = self.server.methods[call:path():match("^[^?]*")]
+    if entry and call:http_method() ~= "POST" then
+      call:not_allowed(self.cors ~= nil, rest.takes_get(entry))
+    else
+      rest.refuse_type(call, entry)
+    end
     return call:close()
   end
   local refusal = self.refusal -- listener:refuse's
@@ -340,9 +350,10 @@ local function run_call(self, call)
   elseif not post and not (connect_get and rest.takes_get(entry)) then
     -- a Connect GET (or its HEAD) only for unary methods with no side
     -- effects, other protocols by POST alone; connect-go answers the
-    -- others 405 "Allow: POST", over either HTTP version (OPTIONS too
-    -- with cors, as REST's 405s)
-    call:not_allowed(self.cors ~= nil)
+    -- others 405 "Allow: POST" ("GET, POST" for a method a Connect GET
+    -- calls), over either HTTP version (OPTIONS too with cors, as REST's
+    -- 405s)
+    call:not_allowed(self.cors ~= nil, rest.takes_get(entry))
   elseif entry.info.client_streaming and entry.info.server_streaming and call:http_version() == 1 then
     -- HTTP/1.1 is half-duplex: a client coded for a full-duplex stream
     -- would wait for answers that come only after its request ends.
@@ -608,10 +619,12 @@ end
 -- GET's `encoding` or `message` parameters is 404 "no route for GET
 -- /pkg.Svc/Method (a Connect GET needs connect=v1 in its query)"), its
 -- HEAD as the GET with the head alone; gRPC,
--- gRPC-Web and Connect streaming requests by any HTTP method but POST
--- are HTTP 405 "Allow: POST" ("OPTIONS, POST" with `cors`) to a method's
--- path, whatever their body and headers, and to another get what their
--- POST gets (404, UNIMPLEMENTED; a HEAD the head alone).
+-- gRPC-Web and Connect requests by any HTTP method but POST and that GET
+-- (without `rest`, whatever their content-type) are HTTP 405 "Allow:
+-- POST" ("GET, POST" for a method a Connect GET calls, OPTIONS too with
+-- `cors`, as connect-go) to a method's path, whatever their body and
+-- headers, and to another get what their POST gets (404, UNIMPLEMENTED,
+-- 415; a HEAD the head alone).
 -- `opts.cors` (off by default) lets browser pages of other origins call:
 -- {origins = {"https://app.example", ...} (exact scheme://host[:port]
 -- strings, or "*" for any), headers = {names} (more

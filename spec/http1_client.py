@@ -8,6 +8,7 @@ then "done".
     python3 spec/http1_client.py MODE PORT
 """
 import re
+import select
 import socket
 import sys
 import time
@@ -130,6 +131,40 @@ elif MODE == "headlonguri":  # a HEAD's 414 (after an empty line): the head alon
 elif MODE == "getlonguri":  # a GET's 414, with its body
     s.sendall(b"GET /srv.Calc/Add?" + b"q" * 9000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
     show_body = show_length = True
+elif MODE == "endless":  # answered early (415), its chunked body going on for ever
+    s.sendall(b"POST /srv.Calc/Add HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n"
+              b"Transfer-Encoding: chunked\r\n\r\n")
+    chunk = b"4000\r\n" + b"z" * 0x4000 + b"\r\n"
+    s.setblocking(False)
+    data, closed, pending, sent = b"", False, b"", 0
+    until = time.time() + 20
+    # sends until the server closes (64 MiB or 20 s of it: "open")
+    while not closed and sent < 64 << 20 and time.time() < until:
+        readable, writable, _ = select.select([s], [s], [], 1)
+        if readable:
+            try:
+                got = s.recv(65536)
+                data += got
+                closed = not got
+            except BlockingIOError:
+                pass
+            except OSError:
+                closed = True
+        if writable and not closed:
+            pending = pending or chunk
+            try:
+                n = s.send(pending)
+                pending, sent = pending[n:], sent + n
+            except BlockingIOError:
+                pass
+            except OSError:
+                pass  # reset: the next read tells
+    head = data.partition(b"\r\n\r\n")[0]
+    print("status " + " ".join(c.decode() for c in re.findall(rb"HTTP/1\.[01] (\d{3}) ", data)))
+    print("connection " + (re.search(rb"(?i)\r\nconnection: *([^\r]*)", head) or [b"", b"none"])[1].decode())
+    print("closed" if closed else "open")
+    print("done")
+    sys.exit(0)
 else:
     raise SystemExit("unknown mode " + MODE)
 

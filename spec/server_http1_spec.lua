@@ -162,6 +162,12 @@ describe("pc.listen over HTTP/1.1", function()
 
   -- Served (the answers read by the kernel's buffers as they come) or,
   -- once unread input passes its bound, dropped with the connection.
+  it("closes a connection answered early whose body goes on for ever (chunked), and serves on", function()
+    -- (it read that body to its end: never, the connection held and a core busy; now at most
+    -- 256 KiB or 2 s of it, Connection: close on the answer)
+    assert.equals("status 415; connection close; closed", run("endless"))
+  end)
+
   it("serves or closes a connection flooded with pipelined requests, without hanging", function()
     assert.matches("^status [2 0]*; closed$", run("flood"))
   end)

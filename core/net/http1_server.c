@@ -16,6 +16,17 @@
 #define BODY_HIGH            ((size_t)64 * 1024)
 #define OUT_HIGH             ((size_t)256 * 1024)
 #define CLIENT_STREAM_WINDOW ((int32_t)1 << 20)
+/* A request answered before its end ("early": a 4xx while its body is
+ * still coming, a handler that ended without reading it all) has at most
+ * this much more of its body read and dropped, for at most this long,
+ * before the connection closes (its answer says Connection: close where
+ * its head has not gone yet); an endless chunked body holds the
+ * connection no longer. Go's net/http reads at most 256 KiB of a body
+ * left unread (maxPostHandlerReadBytes), nginx lingers a bounded time;
+ * the listener's lingering close (listener.c) then lets the client read
+ * the answer rather than a reset. */
+#define LINGER_BODY          ((size_t)256 * 1024)
+#define LINGER_TIME          2.0
 
 static const char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -64,9 +75,12 @@ struct pc_Http1ServerConn {
   uint64_t resp_length_value; /* ...its value (a HEAD response's, which has no body) */
   int head_req;               /* the request is a HEAD: the response head alone (RFC 9110 9.3.2) */
   /* The connection. */
-  int closing;     /* close once the output is out; read nothing more */
-  int close_after; /* the response head said close: closing once the exchange is over */
-  int shutdown;    /* close after the exchange in progress */
+  int closing;         /* close once the output is out; read nothing more */
+  int lingering;       /* answered early: the rest of the body is dropped, then close */
+  size_t linger_left;  /* ...bytes of it still read (LINGER_BODY at the answer) */
+  double linger_until; /* ...and until when (LINGER_TIME after it) */
+  int close_after;     /* the response head said close: closing once the exchange is over */
+  int shutdown;        /* close after the exchange in progress */
   int dead;
   char why[PC_ERROR_MAX];
 };
@@ -158,7 +172,7 @@ static int response_head(pc_Http1ServerConn *c, pc_Http1Body body, uint64_t len)
   int ok;
   pc_Http1Header *f = fields_of(c, &c->rh, c->nrh, &ok);
   if (!ok) return 0;
-  int close = !c->keep_alive || c->shutdown || body == kPc_Http1Body_Close;
+  int close = !c->keep_alive || c->shutdown || body == kPc_Http1Body_Close || c->lingering;
   pc_Http1Out h = {NULL, NULL, c->status, f, c->nrh, body, len, close};
   int r = write_head(c, &h);
   if (f) c->alloc(c->ud, f, c->nrh * sizeof *f, 0);
@@ -184,10 +198,21 @@ static void on_response_head(pc_Http1ServerConn *c, int end) {
 
 static void finish_exchange(pc_Http1ServerConn *c);
 
+/* The response ended before the request did: what is left of its body
+ * is dropped, LINGER_BODY or LINGER_TIME at most, then the connection
+ * closes (it might be endless). */
+static void answered_early(pc_Http1ServerConn *c) {
+  c->lingering = 1;
+  c->linger_left = LINGER_BODY;
+  c->linger_until = c->now + LINGER_TIME;
+  c->close_after = 1;
+}
+
 /* The response stream ended: its last bytes out. */
 static void end_response(pc_Http1ServerConn *c) {
   if (c->resp_ended) return;
   c->resp_ended = 1;
+  if (!c->req_done) answered_early(c);
   if (!c->head_written) {
     /* a 204 (a CORS preflight's answer) carries no body and no length; a
      * HEAD's response the length its headers gave (a GET's), if any, and
@@ -239,6 +264,7 @@ static void finish_exchange(pc_Http1ServerConn *c) {
   c->head_written = c->chunked = c->hold = c->resp_ended = c->req_done = c->resp_length = 0;
   c->resp_length_value = 0;
   c->head_req = 0;
+  c->lingering = 0;
   c->deferred = 0;
   c->status = 0;
   if (c->close_after || !c->keep_alive || c->shutdown || !pc_Http1Parser_Next(&c->p))
@@ -533,6 +559,11 @@ static int parse_some(pc_Http1ServerConn *c) {
       progress = 1;
       break;
     case kPc_Http1Event_Body:
+      if (c->lingering && ev.len > c->linger_left) {
+        c->closing = 1; /* past LINGER_BODY of a body answered early */
+        return 1;
+      }
+      if (c->lingering) c->linger_left -= ev.len;
       if (c->body_chunked && ev.len > 0) c->body_since = c->now;
       if (c->stream_open && !c->resp_ended && !append(c, &c->body, ev.data, ev.len))
         fail(c, "out of memory");
@@ -723,8 +754,15 @@ double pc_Http1ServerConn_Expire(pc_Http1ServerConn *c, double now) {
       due = at;
     }
   }
+  if (c->lingering && !c->req_done && !c->closing && !c->dead) {
+    if (now >= c->linger_until)
+      c->closing = 1; /* LINGER_TIME after an answer that came early */
+    else if (due < 0 || c->linger_until < due)
+      due = c->linger_until;
+  }
   double stall = c->o.engine.stall_timeout == 0 ? 60 : c->o.engine.stall_timeout;
-  if (c->busy && !c->req_done && !c->closing && !c->dead && c->body_since > 0 && stall > 0) {
+  if (c->busy && !c->req_done && !c->closing && !c->dead && !c->lingering && c->body_since > 0 &&
+      stall > 0) {
     double at = c->body_since + stall;
     if (now < at) {
       if (due < 0 || at < due) due = at;

@@ -27,6 +27,10 @@
  * input piling up past the bound below while a response is going (a
  * pipelining flood); a HEAD's refusal is its head alone, the length of
  * the text a GET's carries (RFC 9110 9.3.2). "Expect: 100-continue" is answered "100 Continue".
+ * An answer that ends before its request did (a 4xx while the body is
+ * still coming) says "Connection: close" where its head has not gone
+ * yet; at most 256 KiB or 2 s more of that body is read and dropped,
+ * then the connection closes (an endless chunked body holds none).
  *
  * Nothing here raises or prints. Not thread-safe. */
 #ifndef PC_NET_HTTP1_SERVER_H

@@ -5,7 +5,8 @@
  * gRPC-Web streaming (chunked, the trailers message in the body), Expect:
  * 100-continue, Connection: close and HTTP/1.0, plain gRPC refused (505),
  * CONNECT (405, its target a path or host:port), smuggling cases refused (400) and the connection
- * closed, the head timeout (408), a pipelining flood, and every allocation failing. */
+ * closed, the head timeout (408), a pipelining flood, a request answered before its body ended
+ * (closed after a bounded rest of it), and every allocation failing. */
 #include "testing/check.h"
 #include "testing/failalloc.h"
 #include "net/http1_server.h"
@@ -294,6 +295,51 @@ static void head_timeout_and_flood(void) {
   pc_Http1ServerConn_Free(c);
 }
 
+/* A request answered before its body ended (here an error while a chunked
+ * body still comes): "Connection: close" on the answer, then at most
+ * 256 KiB more of the body (an endless one) or 2 s, and the connection
+ * closes; it read such a body to its end before. */
+static void answered_early(void) {
+  static const char head[] =
+      "POST /t.T/Echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n";
+  static char chunk[1024 + 9];
+  memcpy(chunk, "400\r\n", 5);
+  memset(chunk + 5, 'z', 1024);
+  memcpy(chunk + 5 + 1024, "\r\n", 2);
+  size_t chunk_len = 5 + 1024 + 2;
+  for (int timed = 0; timed < 2; timed++) {
+    pc_Http1ServerConn *c = conn(NULL);
+    CHECK(pc_Http1ServerConn_Recv(c, head, sizeof head - 1, 100));
+    CHECK(pc_Http1ServerConn_Recv(c, chunk, chunk_len, 100));
+    pc_GrpcServerCall *s = pc_Http1ServerConn_Accept(c);
+    CHECK(s != NULL);
+    if (s == NULL) return;
+    pc_GrpcServerCall_Finish(s, kPc_Code_InvalidArgument, "no", 2, NULL, 0);
+    pc_GrpcServerCall_Free(s);
+    drain(c);
+    CHECK(memcmp(out, "HTTP/1.1 400 ", 13) == 0);
+    CHECK(has("Connection: close\r\n"));
+    CHECK(pc_Http1ServerConn_Alive(c)); /* the body's rest is read, for a while */
+    if (timed) {
+      CHECK(pc_Http1ServerConn_Expire(c, 101) == 102);
+      CHECK(pc_Http1ServerConn_Recv(c, chunk, chunk_len, 101.5));
+      CHECK(pc_Http1ServerConn_Alive(c));
+      pc_Http1ServerConn_Expire(c, 102);
+    } else {
+      size_t fed = 0;
+      while (fed < ((size_t)1 << 20) && pc_Http1ServerConn_Alive(c)) {
+        CHECK(pc_Http1ServerConn_Recv(c, chunk, chunk_len, 100));
+        fed += 1024;
+      }
+      CHECK(fed > ((size_t)255 << 10) && fed <= ((size_t)257 << 10));
+    }
+    drain(c);
+    CHECK(!pc_Http1ServerConn_Alive(c));
+    pc_Http1ServerConn_Free(c);
+  }
+}
+
 /* Every allocation failing in turn: nothing leaks, nothing crashes. */
 static void failing(void) {
   for (long at = 1;; at++) {
@@ -327,6 +373,7 @@ int main(void) {
   grpc_web_stream();
   refusals();
   head_timeout_and_flood();
+  answered_early();
   failing();
   return CHECK_DONE();
 }

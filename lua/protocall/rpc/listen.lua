@@ -570,9 +570,13 @@ end
 -- client streams (the request whole first); a bidirectional stream ends
 -- UNIMPLEMENTED (it needs HTTP/2), plain gRPC is HTTP 505; keep-alive and
 -- pipelining, one request at a time; a request head must be complete
--- within `handshake_timeout` (else 408). h2c unless `opts.cert_file` and
--- `opts.key_file` (PEM) are given: TLS with ALPN h2 or http/1.1; `client_ca_file`
--- (PEM bundle) requires client certificates signed by it (mutual TLS).
+-- within `handshake_timeout` (else 408); an answer that comes before its
+-- request's body ended (a 4xx, a handler done early) says Connection:
+-- close, and at most 256 KiB or 2 s more of that body is read and dropped
+-- before the connection closes (an endless chunked body holds none).
+-- h2c unless `opts.cert_file` and `opts.key_file` (PEM) are given: TLS
+-- with ALPN h2 or http/1.1; `client_ca_file` (PEM bundle) requires client
+-- certificates signed by it (mutual TLS).
 -- Limits (defaults): `max_concurrent_streams` per connection (100; more
 -- are refused with RST_STREAM REFUSED_STREAM), `max_receive_size` (4
 -- MiB; a larger request is RESOURCE_EXHAUSTED), `max_header_list_size`

@@ -141,6 +141,17 @@ describe("pc.listen's rest option", function()
       refused { timeout = -1 })
     assert.truthy(refused { http = { rules = { { selector = "gw.Library.Echo", get = "/echo/{nope}" } } } }
       :find("http rules: rule 1: gw.Library.Echo: GET /echo/{nope}: variable 'nope'", 1, true))
+    -- a rule that does not fit: a pc.HttpRuleError, its fields what a caller needs to place it
+    local ok, err = pcall(pc.listen, server, "127.0.0.1:0", { rest = { http = { rules = {
+      { selector = "gw.Library.Echo", post = "/echo", body = "*" },
+      { selector = "gw.Library.Echo", get = "/echo/{nope}" } } } } })
+    assert.is_false(ok)
+    assert.are.equal(pc.HttpRuleError, getmetatable(err))
+    local problem = "variable 'nope': no field 'nope' in gw.EchoRequest"
+    assert.are.same({ context = "pc.listen: rest", message = "http rules: rule 2: gw.Library.Echo: GET /echo/{nope}: "
+      .. problem, problem = problem, method = "gw.Library.Echo", pattern = "GET /echo/{nope}", rule = 2,
+      path = { "rules", 1, "get" } }, err)
+    assert.are.equal("pc.listen: rest: " .. err.message, tostring(err))
     local l = pc.listen(server, "127.0.0.1:0", { rest = { timeout = 2 } })
     local route = l.rest:match("GET", "/v1/calls")
     assert.are.equal(2, l.rest:timeout(route))
@@ -965,17 +976,30 @@ describe("protocall gateway refusing to start", function()
       .. '  rpc Get(GetReq) returns (Item) {\n    option (google.api.http) = { get: "/v1/items/{skew}" };\n  }\n}\n'
     write(dir .. "/badann.proto", source)
     local why = "GET /v1/items/{skew}: variable 'skew': no field 'skew' in inv.v1.GetReq"
+    -- (at the option's name, line 8 column 12, not at the rpc's)
     local out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -I " .. q(dir)
       .. " -proto badann.proto 127.0.0.1:1 2>&1; echo status $?")
-    assert.are.equal("protocall gateway: google.api.http of inv.v1.Inventory.Get (badann.proto:7:7): " .. why
+    assert.are.equal("protocall gateway: google.api.http of inv.v1.Inventory.Get (badann.proto:8:12): " .. why
       .. "\nstatus 1\n", out)
-    -- pc.listen's rest option: its method and place too
+    -- a file name with parentheses (and a folder of the import path) is no different
+    os.execute("mkdir " .. q(dir .. "/v(1)"))
+    write(dir .. "/v(1)/bad(ann).proto", source)
+    out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -I " .. q(dir)
+      .. " -proto " .. q("v(1)/bad(ann).proto") .. " 127.0.0.1:1 2>&1; echo status $?")
+    os.remove(dir .. "/v(1)/bad(ann).proto")
+    os.remove(dir .. "/v(1)")
+    assert.are.equal("protocall gateway: google.api.http of inv.v1.Inventory.Get (v(1)/bad(ann).proto:8:12): " .. why
+      .. "\nstatus 1\n", out)
+    -- pc.listen's rest option: its method and place too, as fields
     local pool = pc.pool()
     assert(pool:load(source, { name = "badann.proto" }))
     local server = pc.server({ ["inv.v1.Inventory"] = { Get = function() return {} end } }, { pool = pool })
     local ok, err = pcall(pc.listen, server, "127.0.0.1:0", { rest = true })
     assert.is_false(ok)
-    assert.matches("pc.listen: rest: inv.v1.Inventory.Get (badann.proto:7:7): rule " .. why, tostring(err), 1, true)
+    assert.are.equal("pc.listen: rest: inv.v1.Inventory.Get (badann.proto:8:12): rule " .. why, tostring(err))
+    assert.are.equal(pc.HttpRuleError, getmetatable(err))
+    assert.are.same({ "inv.v1.Inventory.Get", "badann.proto", 8, 12, "GET /v1/items/{skew}" },
+      { err.method, err.file, err.line, err.column, err.pattern })
     -- a descriptor set has no source positions: the method alone
     local fd = pool:file_descriptor("badann.proto")
     write(dir .. "/badann.pb", pc.encode(pool:type("google.protobuf.FileDescriptorSet") { file = { fd } }))

@@ -1037,8 +1037,8 @@ describe("rules refused at load", function()
       "r.S.M: rule GET /v1/{sub.id}: the same method and template as r.S.M's rule GET /v1/{name}" },
   }
   for _, c in ipairs(cases) do
-    -- (led by where r.proto declares the method: its line 6, column 23)
-    it(c[1], function() assert.are.equal((c[2]:gsub("^r%.S%.M: ", "r.S.M (r.proto:6:23): ")), refused(c[1])) end)
+    -- (led by where r.proto sets the option: its line 6, column 53, not the rpc's 23)
+    it(c[1], function() assert.are.equal((c[2]:gsub("^r%.S%.M: ", "r.S.M (r.proto:6:53): ")), refused(c[1])) end)
   end
 
   it("takes a template of 64 segments, and matches a path of any length without recursing deeper", function()
@@ -1069,7 +1069,7 @@ describe("rules refused at load", function()
       }
     ]], { name = "r.proto" }))
     assert.has_error(function() pc.transcoder(p) end,
-      "r.S.B (r.proto:5:13): rule GET /v1/things/{id}: the same method and template as r.S.A's rule"
+      "r.S.B (r.proto:5:43): rule GET /v1/things/{id}: the same method and template as r.S.A's rule"
       .. " GET /v1/{name=things/*}")
     -- other HTTP methods or verbs do not conflict
     assert(pc.transcoder(p, { http = { rules = { { selector = "r.S.B", post = "/v1/things/{id}:go", body = "*" } } } }))
@@ -1144,6 +1144,49 @@ describe("rules refused at load", function()
     assert.has_error(function() pc.transcoder(pool, { services = { "x.Nope" } }) end, "no service 'x.Nope' in the pool")
     assert.has_error(function() pc.transcoder(42) end,
       "bad argument #1 to 'transcoder' (protocall.Pool expected, got number)")
+  end)
+
+  it("raises a pc.HttpRuleError: the method, the rule, its pattern, what is wrong and where, as fields", function()
+    local function raised(p, opts)
+      local ok, err = pcall(pc.transcoder, p, opts)
+      assert.is_false(ok)
+      assert.are.equal(pc.HttpRuleError, getmetatable(err))
+      assert.are.equal(err.message, tostring(err))
+      return err
+    end
+    -- a rule given apart: its number (from 1), an additional binding's, the JSON path (from 0) of the member at fault
+    local err = raised(pool, { http = '{"rules": [{"selector": "example.v1.Messaging.Unbound", "get": "/a",'
+      .. ' "additional_bindings": [{"post": "/b"}, {"post": "/c", "body": "nope"}]}]}' })
+    local problem = "body 'nope': no such top-level field in example.v1.Message"
+    assert.are.same({ message = "http rules: rule 1: example.v1.Messaging.Unbound: POST /c: " .. problem,
+      problem = problem, method = "example.v1.Messaging.Unbound", pattern = "POST /c", rule = 1, additional = 2,
+      path = { "rules", 0, "additional_bindings", 1, "body" } }, err)
+    err = raised(pool, { http = { rules = { { selector = "example.v1.Messaging.Unbound", get = "/a" },
+      { selector = "x.Y.Z", get = "/b" } } } })
+    assert.are.same({ message = "http rules: rule 2: selector 'x.Y.Z' names no method of the services",
+      problem = "selector 'x.Y.Z' names no method of the services", selector = "x.Y.Z", rule = 2,
+      path = { "rules", 1, "selector" } }, err)
+    -- rules that do not read: the message alone
+    err = raised(pool, { http = '{"http": 5}' })
+    assert.are.same({ message = "http rules: $.http: object expected, got a number at offset 9" }, err)
+    -- an annotation: its method, and where its .proto source sets the option (its name)
+    local p = pc.pool()
+    assert(p:load('syntax = "proto3"; package r; import "google/api/annotations.proto";\n'
+      .. "message Req { string name = 1; }\nservice S {\n  rpc M(Req) returns (Req) {\n"
+      .. '    option (google.api.http) = { get: "/v1/{nope}" };\n  }\n}\n', { name = "dir/r(1).proto" }))
+    problem = "variable 'nope': no field 'nope' in r.Req"
+    assert.are.same({ message = "r.S.M (dir/r(1).proto:5:12): rule GET /v1/{nope}: " .. problem, problem = problem,
+      method = "r.S.M", pattern = "GET /v1/{nope}", file = "dir/r(1).proto", line = 5, column = 12 }, raised(p))
+    -- the same rule given apart: no source position
+    err = raised(p, { http = { rules = { { selector = "r.S.M", get = "/v2/{nope}" } } } })
+    assert.is_nil(err.file or err.line or err.column)
+    assert.are.equal(1, err.rule)
+    -- made by hand: the message after its context
+    assert.are.equal("pc.listen: rest: x", tostring(pc.HttpRuleError { message = "x", context = "pc.listen: rest" }))
+    assert.are.equal("x", tostring(pc.HttpRuleError { message = "x", rule = 3 }))
+    assert.are.equal(3, pc.HttpRuleError({ message = "x", rule = 3 }).rule)
+    assert.has_error(function() pc.HttpRuleError { rule = 3 } end,
+      "bad argument #1 to 'HttpRuleError' (message: string expected, got nil)")
   end)
 
   it("refuses options of the wrong type or out of range, naming the option", function()

@@ -152,7 +152,10 @@ static int method_idempotency(const pc_MethodDesc *md) {
  *  method option; nil when unknown), file = the file's name, line =,
  *  column = (from 1) where its .proto source declares it (its name; nil
  *  when the file came from a descriptor set, reflection or Lua
- *  declarations)}, ...}} with methods also indexed by name. */
+ *  declarations), option_positions = {[field number] = {line =, column
+ *  =}, ...}: where the source sets each custom option of the method (an
+ *  extension's number, the option's name; nil when none or unknown)},
+ *  ...}} with methods also indexed by name. */
 static int lpc_service_info(lua_State *L) {
   pc_Pool *pool = lpc_check_pool(L, 1);
   const char *name = luaL_checkstring(L, 2);
@@ -191,6 +194,19 @@ static int lpc_service_info(lua_State *L) {
       lua_setfield(L, -2, "line");
       lua_pushinteger(L, md->column);
       lua_setfield(L, -2, "column");
+    }
+    if (md != NULL && md->option_position_count > 0) {
+      lua_createtable(L, 0, (int)md->option_position_count);
+      for (size_t k = 0; k < md->option_position_count; k++) {
+        const pc_OptionPos *at = &md->option_positions[k];
+        lua_createtable(L, 0, 2);
+        lua_pushinteger(L, at->line);
+        lua_setfield(L, -2, "line");
+        lua_pushinteger(L, at->column);
+        lua_setfield(L, -2, "column");
+        lua_rawseti(L, -2, at->number);
+      }
+      lua_setfield(L, -2, "option_positions");
     }
     int level = method_idempotency(md);
     if (level) {

@@ -326,6 +326,43 @@ static void shapes(void) {
   pc_Arena_Free(a);
 }
 
+/* Where a method's custom options were set: each extension's first, at
+ * its name; none for a method without one. */
+static void option_positions(void) {
+  static const char src[] =
+      "syntax = \"proto3\";\n"
+      "import \"google/protobuf/descriptor.proto\";\n"
+      "extend google.protobuf.MethodOptions { string tag = 50001; int32 n = 50002; }\n"
+      "message R {}\n"
+      "service S {\n"
+      "  rpc A(R) returns (R) {\n"
+      "    option (tag) = \"a\";\n"
+      "      option deprecated = true; option (n) = 1;\n"
+      "  }\n"
+      "  rpc B(R) returns (R) { option deprecated = true; }\n"
+      "}\n";
+  Mem files[] = {{"o.proto", src}, {NULL, NULL}};
+  pc_Arena *a = pc_Arena_New(NULL, NULL);
+  pc_ProtoSet set = {0};
+  pc_Error err;
+  pc_Error_Init(&err);
+  pc_FileDesc *f = pc_LoadProto(a, &set, "o.proto", mem_source, files, &err);
+  CHECK(f != NULL && f->service_count == 1 && f->services[0].method_count == 2);
+  if (f == NULL) {
+    fprintf(stderr, "%s\n", err.msg);
+    pc_Arena_Free(a);
+    return;
+  }
+  const pc_MethodDesc *m = &f->services[0].methods[0];
+  CHECK(m->option_position_count == 2);
+  CHECK(m->option_positions[0].number == 50001 && m->option_positions[0].line == 7 &&
+        m->option_positions[0].column == 12);
+  CHECK(m->option_positions[1].number == 50002 && m->option_positions[1].line == 8 &&
+        m->option_positions[1].column == 40);
+  CHECK(f->services[0].methods[1].option_position_count == 0);
+  pc_Arena_Free(a);
+}
+
 static void builtins(void) {
   size_t n = 0;
   for (; pc_Wkt_Name(n); n++) CHECK(pc_Wkt_Source(pc_Wkt_Name(n), NULL) != NULL);
@@ -372,6 +409,7 @@ int main(void) {
   errors();
   import_errors();
   shapes();
+  option_positions();
   builtins();
   no_leak();
   return CHECK_DONE();

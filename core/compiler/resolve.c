@@ -1775,17 +1775,26 @@ static int interpret_one(R *r, Unint *u, const char *scope, const char *opts_typ
   return 1;
 }
 
-static int interpret(R *r, pc_OptionsDesc *o, const char *scope, const char *opts_type) {
+/* Interprets the uninterpreted_option entries of 'o'; with 'md' (a
+ * method's options), keeps where each custom option was first set in
+ * md->option_positions. */
+static int interpret_options(R *r, pc_OptionsDesc *o, const char *scope, const char *opts_type,
+                             pc_MethodDesc *md) {
   if (!o->present || o->size == 0) return 1;
   const uint8_t *p = o->data, *end = o->data + o->size;
-  int any = 0;
+  size_t any = 0;
   while (p < end) {
     uint64_t tag;
     if (!read_varint(&p, end, &tag)) break;
-    if ((tag >> 3) == 999) any = 1;
+    if ((tag >> 3) == 999) any++;
     if (!skip_value(&p, end, (int)(tag & 7), (uint32_t)(tag >> 3), 0)) break;
   }
   if (!any) return 1;
+  if (md != NULL) {
+    md->option_positions = pc_Arena_Malloc(r->a, any * sizeof *md->option_positions);
+    if (md->option_positions == NULL) return oom(r);
+    md->option_position_count = 0;
+  }
   Buf out = {0};
   OptTree set = {NULL, 0, 0};
   p = o->data;
@@ -1806,10 +1815,25 @@ static int interpret(R *r, pc_OptionsDesc *o, const char *scope, const char *opt
       return fail_at(r, 0, 0, "malformed options");
     p += len;
     if (!interpret_one(r, &u, scope, opts_type, &out, &set)) return 0;
+    if (md != NULL && u.parts[0].is_ext && u.line > 0) {
+      int32_t number = u.parts[0].field->number;
+      size_t k = 0;
+      while (k < md->option_position_count && md->option_positions[k].number != number) k++;
+      if (k == md->option_position_count) {
+        pc_OptionPos *at = &md->option_positions[md->option_position_count++];
+        at->number = number;
+        at->line = u.line;
+        at->column = u.col;
+      }
+    }
   }
   o->data = out.p;
   o->size = out.n;
   return 1;
+}
+
+static int interpret(R *r, pc_OptionsDesc *o, const char *scope, const char *opts_type) {
+  return interpret_options(r, o, scope, opts_type, NULL);
 }
 
 static int interpret_field(R *r, pc_FieldDesc *f, const char *scope) {
@@ -1889,7 +1913,8 @@ static int interpret_file(R *r, pc_FileDesc *file, const char *pkg) {
     if (sn == NULL || !interpret(r, &s->options, sn, "google.protobuf.ServiceOptions")) return 0;
     for (size_t k = 0; k < s->method_count; k++) {
       char *mn = join(r, sn, s->methods[k].name);
-      if (mn == NULL || !interpret(r, &s->methods[k].options, mn, "google.protobuf.MethodOptions"))
+      if (mn == NULL || !interpret_options(r, &s->methods[k].options, mn,
+                                           "google.protobuf.MethodOptions", &s->methods[k]))
         return 0;
     }
   }

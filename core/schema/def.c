@@ -388,6 +388,10 @@ static pc_FileDesc *cp_file(Copier *c, const pc_FileDesc *s) {
           sv->methods[j].input_type = cp_str(c, s->services[i].methods[j].input_type);
           sv->methods[j].output_type = cp_str(c, s->services[i].methods[j].output_type);
           cp_options(c, &sv->methods[j].options);
+          sv->methods[j].option_positions =
+              cp_mem(c, s->services[i].methods[j].option_positions,
+                     sv->methods[j].option_position_count * sizeof(pc_OptionPos));
+          if (sv->methods[j].option_positions == NULL) sv->methods[j].option_position_count = 0;
         }
     }
   d->extensions = cp_fields(c, s->extensions, s->extension_count);

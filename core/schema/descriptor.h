@@ -149,6 +149,15 @@ typedef struct pc_MessageDesc {
   int line, column;
 } pc_MessageDesc;
 
+/* Where a custom option (an extension of the *Options message) was set in
+ * .proto source: the extension's field number and the line and column
+ * (from 1) of the option's name, `(google.api.http)`, as written the first
+ * time ("option (pkg.ext).a = 1; option (pkg.ext).b = 2;": the first). */
+typedef struct {
+  int32_t number;
+  int line, column;
+} pc_OptionPos;
+
 typedef struct {
   const char *name;        /* 1 */
   const char *input_type;  /* 2 */
@@ -159,6 +168,9 @@ typedef struct {
   int line, column;
   /* Where the input [0] and output [1] types were written (0 when unknown) */
   int type_line[2], type_column[2];
+  /* Where its custom options were set (.proto source only; none when unknown) */
+  pc_OptionPos *option_positions;
+  size_t option_position_count;
 } pc_MethodDesc;
 
 typedef struct {

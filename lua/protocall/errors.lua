@@ -1,5 +1,6 @@
---- A call's failure as an object: pc.Error and pc.RetryError, and the
--- conversion of whatever a target raised into one.
+--- Failures as objects: pc.Error and pc.RetryError (a call's), the
+-- conversion of whatever a target raised into one, and pc.HttpRuleError
+-- (a google.api.http rule's).
 local internal = require "protocall.internal"
 
 local type, tostring, pcall, next, getmetatable, setmetatable =
@@ -83,6 +84,49 @@ setmetatable(RetryError, {
   end,
 })
 M.RetryError = RetryError
+
+--- pc.HttpRuleError{message=, context=, problem=, method=, pattern=, rule=,
+-- additional=, selector=, path=, file=, line=, column=, unbound=}: a
+-- google.api.http rule that cannot be read or does not fit the schema, as
+-- pc.transcoder raises it, and pc.listen's `rest` option and
+-- listener:set_server (`context` "pc.listen: rest" then). `message` is
+-- the whole text ("http rules: rule 2: t.S.Get: GET /v1/{nope}: variable
+-- 'nope': no field 'nope' in t.Req", "t.S.Get (t.proto:8:12): rule GET
+-- /v1/{nope}: ..."); `problem` what is wrong with the binding ("variable
+-- 'nope': no field 'nope' in t.Req"); `method` the method's full name
+-- (nil for a selector naming no method: `selector` then); `pattern` the
+-- binding's ("GET /v1/{nope}", "?" without one); `rule` its number among
+-- the rules given apart (`http`), from 1, and `path` where in their JSON
+-- the member at fault is ({"rules", 1, "additional_bindings", 0, "body"}:
+-- the selector, body or response_body, else the pattern's; indices from
+-- 0), `additional` an additional binding's number, from 1; for a
+-- method's google.api.http option, `file` its file's name and `line`,
+-- `column` (from 1) where the .proto source sets the option (its name,
+-- `(google.api.http)`; nil for a schema from a descriptor set, reflection
+-- or Lua declarations);
+-- `unbound` true for the POST of pc.transcoder's `unbound`. A rule's
+-- JSON that does not read has the message alone. tostring(err) is
+-- "CONTEXT: MESSAGE", the message alone without a context (an object
+-- raised, it has no "file.lua:12: " position before it).
+-- `getmetatable(err) == pc.HttpRuleError` tells it apart.
+local HttpRuleError = { __name = "protocall.HttpRuleError" }
+HttpRuleError.__index = HttpRuleError
+HttpRuleError.__tostring = function(e)
+  if e.context == nil then return tostring(e.message) end
+  return tostring(e.context) .. ": " .. tostring(e.message)
+end
+setmetatable(HttpRuleError, {
+  __call = function(_, t)
+    if type(t) ~= "table" then argerror("HttpRuleError", "table expected, got " .. type(t), 2) end
+    if type(t.message) ~= "string" then
+      argerror("HttpRuleError", "message: string expected, got " .. type(t.message), 2)
+    end
+    local e = {}
+    for k, v in next, t do e[k] = v end
+    return setmetatable(e, HttpRuleError)
+  end,
+})
+M.HttpRuleError = HttpRuleError
 
 --- status(code, message [, extra]) -> pc.Error: the error of a status the
 -- library decides itself (`extra`: a table of further fields, reused).

@@ -85,7 +85,7 @@ M.clone, M.merge, M.to_table = message.clone, message.merge, message.to_table
 M.get_extension, M.set_extension = message.get_extension, message.set_extension
 M.pairs, M.ipairs = message.pairs, message.ipairs
 M.encode, M.decode, M.is_initialized = wire.encode, wire.decode, wire.is_initialized
-M.Error, M.RetryError = errors.Error, errors.RetryError
+M.Error, M.RetryError, M.HttpRuleError = errors.Error, errors.RetryError, errors.HttpRuleError
 
 -- Under LuaJIT the functions that take a message take a pc.ffi struct too
 -- (ffi/struct.lua): these are wrapped, now or when first read.

@@ -17,7 +17,6 @@ local max, now, forwarding = math.max, sched.now, require("protocall.rpc.server"
 local metadata_problem = require("protocall.core").metadata_problem
 local seconds_problem = require("protocall.internal").seconds_problem
 local upstream_failure = require("protocall.http.web").upstream_failure
-local rest_services = require("protocall.rpc.rest").services
 local shown = require("protocall.http.template").shown
 
 local M = {}
@@ -516,25 +515,24 @@ local function offset_of(http, place)
   return http_rules.value_offset(http, in_service) or http_rules.value_offset(http, place)
 end
 
--- The failure `text` of pc.listen's rest option ("pc.listen: " left out;
--- pc.listen's or listener:set_server's, with the pc.server `server` and
--- the rest option `rest`) with the -rules file `rules` (placed's; nil:
--- none) named for its rules: their errors lead with "rest: http rules: "
--- (an annotation's name its method), and say the file's line:col of the
--- rule's member at fault (its selector, body, response_body or pattern),
--- as its JSON errors do ("-rules 'FILE':3:17: http rules: rule 2: ..."):
--- http_rules.compile, run again as the rest option ran it, finds it. An
--- annotation's error ("rest: pkg.S.M (x.proto:12:7): rule GET /v1/x: ...")
--- is named for it: "google.api.http of pkg.S.M (x.proto:12:7): GET /v1/x: ...".
-local function rules_error(text, rules, server, rest)
-  local method, rest_of = text:match("^rest: ([%w_.]+ %([^()]*:%d+:%d+%)): rule (.*)$")
-  if not method then method, rest_of = text:match("^rest: ([%w_.]+): rule (.*)$") end
-  if method then return format("google.api.http of %s: %s", method, rest_of) end
-  local why = rules and server and text:match("^rest: (http rules: .*)$")
-  if not why then return text end
-  local _, err, place = http_rules.compile(server.pool, rest_services(server),
-    { http = rest.http, unbound = rest.unbound })
-  return placed(rules, err == why and place and offset_of(rules.http, place) or nil, why)
+-- The failure `err` of pc.listen's rest option (pc.listen's or
+-- listener:set_server's pc.HttpRuleError) as the gateway says it, and
+-- whether it is named for its rule: a rule of the -rules file `rules`
+-- (placed's; nil: none) at the file's line:col of the rule's member at
+-- fault (its selector, body, response_body or pattern), as its JSON
+-- errors are ("-rules 'FILE':3:17: http rules: rule 2: ..."); a
+-- google.api.http annotation (the rule's method, where its .proto source
+-- sets the option when known) as "google.api.http of pkg.S.M
+-- (x.proto:13:12): GET /v1/x: ..."; else "rest: ...". nil for any other
+-- error.
+local function rules_error(err, rules)
+  if getmetatable(err) ~= pc.HttpRuleError then return nil end
+  if err.method and not err.rule then
+    return format("google.api.http of %s%s: %s: %s", err.method, err.line and format(" (%s:%d:%d)", err.file,
+      err.line, err.column) or "", err.pattern, err.problem), true
+  end
+  if not (rules and err.rule) then return "rest: " .. err.message, false end
+  return placed(rules, err.path and offset_of(rules.http, err.path), err.message), true
 end
 
 -- Whether the failure `err` of a read means the upstream is not there
@@ -601,7 +599,7 @@ local function refresh_task(flags, transport, listener, got, seconds, rest, rule
         say("reading the upstream's schema failed, trying again (calls fail UNAVAILABLE meanwhile): "
           .. without_hint(new))
       elseif not got or new.key ~= got.key then
-        local okS, err, server = #new.services > 0, "no service in the schema", nil
+        local okS, err, server = #new.services > 0, "no service in the schema"
         if okS then
           okS, server = pcall(M.gateway_server, new.pool, transport, new.services, flags.validate,
             flags.timeout)
@@ -617,18 +615,18 @@ local function refresh_task(flags, transport, listener, got, seconds, rest, rule
           if flags["print-routes"] then print_routes(listener.rest) end
           got = new
         else
-          local why = tostring(err):gsub("^pc%.listen: ", "")
           -- rules that do not fit are the gateway's to fix, not the client's to wait out (nor
           -- to read: stderr has them); a schema with no service may yet get one
-          local misfit = why:find("^rest: ") ~= nil
+          local named, reworded = rules_error(err, rules)
+          local misfit = named ~= nil
+          named = named or tostring(err):gsub("^pc%.listen: ", "")
           if not got then
             listener:refuse(misfit and pc.Error { code = "INTERNAL",
               message = "gateway misconfigured: http rules do not fit the schema" }
-              or pc.Error { code = "UNAVAILABLE", message = "the upstream's schema is not served: " .. why })
+              or pc.Error { code = "UNAVAILABLE", message = "the upstream's schema is not served: " .. named })
           end
           -- (the -rules file was read at start, once: a fixed file needs a restart)
-          local named = rules_error(why, rules, server, rest)
-          if named ~= why then
+          if reworded then
             named = named .. " (-rules is read at start: restart the gateway to take a fixed file)"
           end
           say((got and "the upstream's changed schema is not served, the current one stays: "
@@ -737,8 +735,8 @@ function M.gateway.run(flags, args)
     if n then usage_error("gateway", format("-cors '%s': %s", flags.cors[tonumber(n)], why)) end
     n, why = tostring(listener):match("cors%.expose%[(%d+)%] (must be a header name), got ")
     if n then usage_error("gateway", format("-cors-expose '%s': %s", expose_flag[tonumber(n)], why)) end
-    fail(rules_error(common.listen_error(listener, { cert_file = "-listen-cert", key_file = "-listen-key" }),
-      rules, server, rest))
+    fail(rules_error(listener, rules)
+      or common.listen_error(listener, { cert_file = "-listen-cert", key_file = "-listen-key" }))
   end
   if unreachable then listener:refuse(not_read(unreachable, 1)) end
   local host = addr:match("^(.*):%d+$") or "127.0.0.1"

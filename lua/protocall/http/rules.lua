@@ -3,8 +3,9 @@
 -- the shape of google.api.Service's `http` (google.api.Http: `rules`,
 -- each with a `selector`, `fully_decode_reserved_expansion`), checked
 -- against the request and response types and compiled into routes of
--- one router (template.lua). Errors name the method, the rule's pattern
--- and what is wrong.
+-- one router (template.lua). Errors (pc.HttpRuleError) name the method,
+-- the rule's pattern and what is wrong.
+local errors = require "protocall.errors"
 local schema = require "protocall.schema"
 local message = require "protocall.message"
 local wire = require "protocall.wire"
@@ -16,6 +17,7 @@ local type, ipairs, pcall, assert = type, ipairs, pcall, assert
 local format, tostring, setmetatable, upper, concat = string.format, tostring, setmetatable, string.upper, table.concat
 local which_oneof, get_extension, has = message.which_oneof, message.get_extension, message.has
 local mipairs = message.ipairs
+local HttpRuleError = errors.HttpRuleError
 
 local M = {}
 
@@ -52,6 +54,10 @@ M.WKT_LEAF = WKT_LEAF
 
 local HTTP_BODY = "google.api.HttpBody"
 M.HTTP_BODY = HTTP_BODY
+
+-- The field number of the google.api.http extension of MethodOptions
+-- (google/api/annotations.proto).
+local HTTP_OPTION = 72295728
 
 --- index = field_index(pool, T): T's fields by proto name and by JSON
 -- name, each {name, json_name, type, type_name, repeated, map, T (the
@@ -162,25 +168,37 @@ end
 -- `n`: the rule's number among those given apart (opts.http), from 1,
 -- which its errors lead with as its reading's errors do (rules_error),
 -- and which the route keeps as `rule` (and `nested` as `additional`);
--- else (an annotation, or with `unbound` opts.unbound's POST) nil. nil,
--- what is wrong (an annotation's led by its method and where the .proto
--- source declares it, "pkg.S.M (x.proto:12:7): rule GET /v1/x: ...", when
--- the pool knows) and, for a rule given apart, where in its JSON
--- (M.compile's third result).
+-- else (an annotation, or with `unbound` opts.unbound's POST) nil. nil
+-- and a pc.HttpRuleError saying what is wrong: a rule given apart's
+-- "http rules: rule 2: pkg.S.M: GET /v1/x: ...", with where in its JSON
+-- (`path`); an annotation's led by its method and where the .proto
+-- source sets the option (else declares the method), "pkg.S.M
+-- (x.proto:13:12): rule GET /v1/x: ...", when the pool knows (`file`,
+-- `line`, `column`).
 local function compile(self, m, rule, nested, n, unbound)
   local b, why, pattern = binding(rule, nested)
   pattern = b and b.pattern or pattern
-  local what = n and format("http rules: rule %d: %s: %s", n, m.full_name, pattern)
-    or format("%s%s: rule %s", m.full_name, not unbound and m.line and format(" (%s:%d:%d)", m.file, m.line,
-      m.column) or "", pattern)
-  -- the JSON path of the binding's member `member` (nil: of its pattern)
-  local function at(member)
-    if not n then return nil end
-    local place = nested and { "rules", n - 1, "additional_bindings", nested - 1 } or { "rules", n - 1 }
-    place[#place + 1] = member or which_oneof(rule, "pattern")
-    return place
+  -- the error `problem` of the binding, its member `member` at fault (nil: its pattern's)
+  local function at(problem, member)
+    local e = { problem = problem, method = m.full_name, pattern = pattern, rule = n, additional = nested,
+      unbound = unbound or nil }
+    if n then
+      local place = nested and { "rules", n - 1, "additional_bindings", nested - 1 } or { "rules", n - 1 }
+      place[#place + 1] = member or which_oneof(rule, "pattern")
+      e.path = place
+      e.message = format("http rules: rule %d: %s: %s: %s", n, m.full_name, pattern, problem)
+    else
+      if not unbound then
+        -- where the source sets the option, else declares the method
+        local set = m.option_positions and m.option_positions[HTTP_OPTION] or m
+        e.file, e.line, e.column = m.file, set.line, set.column
+      end
+      e.message = format("%s%s: rule %s: %s", m.full_name, e.line and format(" (%s:%d:%d)", e.file, e.line,
+        e.column) or "", pattern, problem)
+    end
+    return nil, setmetatable(e, HttpRuleError)
   end
-  if not b then return nil, what .. ": " .. why, at() end
+  if not b then return at(why) end
   local http_method, path, t = b.method, b.path, b.t
   local pool, cache = self.pool, self.fields
   local route = {
@@ -192,13 +210,11 @@ local function compile(self, m, rule, nested, n, unbound)
   }
   for _, v in ipairs(t.vars) do
     local fields, err = resolve(cache, pool, m.input, v.path)
-    if not fields then return nil, format("%s: variable '%s': %s", what, shown(v.field), err), at() end
+    if not fields then return at(format("variable '%s': %s", shown(v.field), err)) end
     local last = fields[#fields]
-    if last.repeated and not last.map then
-      return nil, format("%s: variable '%s': a repeated field", what, shown(v.field)), at()
-    end
+    if last.repeated and not last.map then return at(format("variable '%s': a repeated field", shown(v.field))) end
     local p = leaf_problem(last)
-    if p then return nil, format("%s: variable '%s': %s", what, shown(v.field), p), at() end
+    if p then return at(format("variable '%s': %s", shown(v.field), p)) end
     v.fields = fields
     route.bound[v.field] = true
   end
@@ -206,28 +222,27 @@ local function compile(self, m, rule, nested, n, unbound)
   if route.body ~= "" and route.body ~= "*" then
     local f = field_index(cache, pool, m.input)[route.body]
     if not f or f.name ~= route.body then
-      return nil, format("%s: body '%s': no such top-level field in %s", what, shown(route.body), m.input.full_name),
-        at("body")
+      return at(format("body '%s': no such top-level field in %s", shown(route.body), m.input.full_name), "body")
     end
     if route.bound[route.body] then
-      return nil, format("%s: body '%s': the field is bound by the path too", what, shown(route.body)), at("body")
+      return at(format("body '%s': the field is bound by the path too", shown(route.body)), "body")
     end
     route.body_field = f
     route.body_is_http_body = f.type_name == HTTP_BODY and not f.repeated
   elseif input_is_body then
     if #t.vars > 0 then
-      return nil, format("%s: google.api.HttpBody request: no field may be bound by the path", what), at()
+      return at("google.api.HttpBody request: no field may be bound by the path")
     end
     route.body_is_http_body = route.body == "*"
   end
   if http_method == "GET" and route.body ~= "" then
-    return nil, format("%s: a GET rule may not have a body ('%s')", what, shown(route.body)), at("body")
+    return at(format("a GET rule may not have a body ('%s')", shown(route.body)), "body")
   end
   if route.response_body ~= "" then
     local f = field_index(cache, pool, m.output)[route.response_body]
     if not f or f.name ~= route.response_body then
-      return nil, format("%s: response_body '%s': no such top-level field in %s", what, shown(route.response_body),
-        m.output.full_name), at("response_body")
+      return at(format("response_body '%s': no such top-level field in %s", shown(route.response_body),
+        m.output.full_name), "response_body")
     end
     route.response_field = f
     route.response_is_http_body = f.type_name == HTTP_BODY and not f.repeated
@@ -236,8 +251,8 @@ local function compile(self, m, rule, nested, n, unbound)
   end
   local ok, other = self.router:add(t, http_method, route)
   if not ok then
-    return nil, format("%s: the same method and template as %s's rule %s", what, other.method,
-      describe(other.http_method, other.template)), at()
+    return at(format("the same method and template as %s's rule %s", other.method,
+      describe(other.http_method, other.template)))
   end
   self.routes[#self.routes + 1] = route
   return route
@@ -459,18 +474,20 @@ function M.binding_problem(http)
   return nil
 end
 
---- set | nil, err, place = M.compile(pool, services, opts): the routes of the
+--- set | nil, err = M.compile(pool, services, opts): the routes of the
 -- methods of `services` (a list of full names; nil: every service of the
 -- pool), from their annotations and from `opts.http` (rules given apart,
 -- which replace a method's annotation, "last one wins" among them), plus
 -- with `opts.unbound` a POST "/pkg.Service/Method" with body "*" for each
 -- method left without a rule (grpc-gateway's generate_unbound_methods).
 -- Returns {router, routes = {...}, by_method = {[full name] = {route...}},
--- fields = the field index cache, pool, fully_decode}; else nil, what is
--- wrong and, for a rule of `opts.http`, where in its JSON as
+-- fields = the field index cache, pool, fully_decode}; else nil and what
+-- is wrong: a pc.HttpRuleError (errors.lua) for rules that do not read or
+-- fit, which for a rule of `opts.http` says where in its JSON (`path`) as
 -- M.binding_problem says it: {"rules", i, "selector"}, {"rules", i,
 -- "additional_bindings", j, "body"}, ... (the member at fault: the
--- selector, body or response_body, else the pattern's; indices from 0).
+-- selector, body or response_body, else the pattern's; indices from 0);
+-- a string for a service the pool does not have.
 function M.compile(pool, services, opts)
   local self = {
     pool = pool, router = template.router(), routes = {}, fields = setmetatable({}, { __mode = "k" }),
@@ -495,13 +512,14 @@ function M.compile(pool, services, opts)
   local rules, numbers = annotations(pool, wanted), {}
   if opts.http ~= nil then
     local http, err = http_config(opts.http)
-    if not http then return nil, err end
+    if not http then return nil, HttpRuleError { message = err } end
     self.fully_decode = http.fully_decode_reserved_expansion
     for i, rule in mipairs(http.rules) do
       local sel = rule.selector
       if not methods[sel] then
-        return nil, format("http rules: rule %d: selector '%s' names no method of the services", i, shown(sel)),
-          { "rules", i - 1, "selector" }
+        local problem = format("selector '%s' names no method of the services", shown(sel))
+        return nil, HttpRuleError { message = format("http rules: rule %d: %s", i, problem), problem = problem,
+          selector = sel, rule = i, path = { "rules", i - 1, "selector" } }
       end
       rules[sel], numbers[sel] = rule, i
     end
@@ -509,11 +527,11 @@ function M.compile(pool, services, opts)
   for _, m in ipairs(methods) do
     local rule, n = rules[m.full_name], numbers[m.full_name]
     if rule then
-      local ok, err, place = compile(self, m, rule, nil, n)
-      if not ok then return nil, err, place end
+      local ok, err = compile(self, m, rule, nil, n)
+      if not ok then return nil, err end
       for j, extra in mipairs(rule.additional_bindings) do
-        ok, err, place = compile(self, m, extra, j, n)
-        if not ok then return nil, err, place end
+        ok, err = compile(self, m, extra, j, n)
+        if not ok then return nil, err end
       end
     elseif opts.unbound then
       local _, _, Rule = config_types()

@@ -280,12 +280,14 @@ end
 -- of every route's call, Envoy's route timeout) and `timeouts` (method
 -- full name -> seconds, overriding `timeout` for that method's routes;
 -- tc:timeout puts them together with the request's Grpc-Timeout). Raises on a bad option and on an
--- invalid or conflicting rule, naming the method, the rule and what is
--- wrong: "t.S.Get: rule GET /v1/{nope}: variable 'nope': no field 'nope'
--- in t.Req" (an annotation of .proto source with where its file declares
--- the method, "t.S.Get (t.proto:7:7): rule GET ..."; a rule of `http`
--- led by its number there, from 1: "http
--- rules: rule 2: t.S.Get: GET /v1/{nope}: ..."); two rules with the same HTTP method and template shape;
+-- invalid or conflicting rule a pc.HttpRuleError (its fields: the method,
+-- the rule's pattern, what is wrong, where), whose text names the method,
+-- the rule and what is wrong: "t.S.Get: rule GET /v1/{nope}: variable
+-- 'nope': no field 'nope' in t.Req" (an annotation of .proto source with
+-- where its file sets the option, "t.S.Get (t.proto:8:12): rule GET
+-- ..."; a rule of `http` led by its number there, from 1: "http rules:
+-- rule 2: t.S.Get: GET /v1/{nope}: ...", its `path` the JSON path of the
+-- member at fault); two rules with the same HTTP method and template shape;
 -- '**' not last; a body or response_body naming no top-level field; a
 -- variable bound to a repeated, map or message field (well-known types
 -- with a string form excepted); nested additional_bindings; a GET with a

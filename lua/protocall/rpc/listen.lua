@@ -498,8 +498,9 @@ end
 -- it starts and keeps them to its end, so calls in flight finish on the
 -- old one; the address, its connections and the options stay. With the
 -- `rest` option the routes are compiled first from `server`'s schema with
--- the same options, and when they do not compile this raises "pc.listen:
--- rest: ..." naming the rule, the old server staying. `rest_option`
+-- the same options, and when they do not compile this raises pc.listen's
+-- pc.HttpRuleError ("pc.listen: rest: ..." naming the rule), the old
+-- server staying. `rest_option`
 -- (optional; only for a listener with `rest`) replaces pc.listen's `rest`
 -- option from now on. It ends listener:refuse's answers. What `protocall
 -- gateway -refresh` does with a schema its upstream's reflection changed.
@@ -671,10 +672,17 @@ end
 -- HTTP method than POST, is 405 "Allow: POST" as connect-go answers, but
 -- a GET or HEAD of a method a Connect GET calls, REST's 404); failures
 -- are google.rpc.Status JSON with grpc-gateway's HTTP status; a bad
--- option or rule raises "pc.listen: rest: ..." naming it (an
--- annotation's error led by its method and, from .proto source, where
--- the file declares it: "pc.listen: rest: pkg.S.Get (x.proto:7:7): rule
--- GET /v1/{nope}: ..."). Raises on a bad argument or option (naming it), a
+-- option raises "pc.listen: rest: ..." naming it, and a rule that does
+-- not read or fit the schema pc.transcoder's pc.HttpRuleError with
+-- `context` "pc.listen: rest" (its fields: `message`, `problem`, the
+-- `method`'s full name, its `pattern`, a rule of `http`'s number `rule`
+-- and `path`, the JSON path of its member at fault, an annotation's
+-- `file`, `line` and `column`, where the .proto source sets the
+-- option), whose text names it: "pc.listen: rest: http rules: rule 1:
+-- pkg.S.Get: GET /v1/{nope}: ...", an annotation's led by its method
+-- and, from .proto source, where the file sets the option: "pc.listen:
+-- rest: pkg.S.Get (x.proto:8:12): rule GET /v1/{nope}: ..."; unlike a string
+-- error it carries no "file.lua:12: " position. Raises on a bad argument or option (naming it), a
 -- TLS file that cannot be read or is no PEM ("pc.listen: cert_file 'x.pem':
 -- cannot be read: No such file or directory"), or an address that cannot
 -- be bound. A handler's failure that is not a pc.Error (a runtime error, a

@@ -16,7 +16,8 @@ local rpc_server = require "protocall.rpc.server"
 local wire = require "protocall.wire"
 
 local type, pairs, ipairs, pcall, error, tostring, select = type, pairs, ipairs, pcall, error, tostring, select
-local status, codes, Error = errors.status, internal.codes, errors.Error
+local getmetatable = getmetatable
+local status, codes, Error, HttpRuleError = errors.status, internal.codes, errors.Error, errors.HttpRuleError
 local now, wait_call = sched.now, sched.wait_call
 local response_of, returned_list = rpc_server.response_of, rpc_server.returned_list
 local decode = wire.decode
@@ -53,7 +54,9 @@ end
 -- `services`: the services served but the server reflection ones; not
 -- `max_body_bytes`: pc.listen's max_receive_size bounds the body). nil
 -- when `opt` is nil or false.
--- Raises "pc.listen: rest: ..." naming the bad option or rule.
+-- Raises "pc.listen: rest: ..." naming the bad option; a rule that does
+-- not read or fit the schema as pc.transcoder's pc.HttpRuleError, its
+-- `context` "pc.listen: rest".
 function M.transcoder(server, opt, max_receive)
   if opt == nil or opt == false then return nil end
   if opt ~= true and type(opt) ~= "table" then
@@ -70,6 +73,10 @@ function M.transcoder(server, opt, max_receive)
   opts.max_body_bytes = max_receive or 4194304
   local transcoder = require("protocall.http.transcode").transcoder
   local ok, tc = pcall(transcoder, server.pool, opts)
+  if not ok and getmetatable(tc) == HttpRuleError then
+    tc.context = "pc.listen: rest"
+    error(tc, 3)
+  end
   if not ok then error("pc.listen: rest: " .. tostring(tc):gsub("^bad argument #2 to 'transcoder' ", ""), 3) end
   return tc
 end

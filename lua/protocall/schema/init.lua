@@ -221,7 +221,10 @@ end
 -- Type, output = Type, client_streaming, server_streaming, file = its
 -- file's name, line, column = where the file's .proto source declares it
 -- (its name, from 1; nil for a file from a descriptor set, reflection or
--- Lua declarations)}, listed in order and by name.
+-- Lua declarations), option_positions = {[field number] = {line =, column
+-- =}, ...}: where that source sets each custom option of the method (by
+-- the extension's number, at the option's name, `(google.api.http)`; nil
+-- when none or unknown)}, listed in order and by name.
 function Pool.service(pool, full_name)
   if type(full_name) ~= "string" then
     error("bad argument #1 to 'service' (string expected, got " .. type(full_name) .. ")", 2)

@@ -25,9 +25,10 @@
 --     some 10 us of each walk in side exits of its recursive traces,
 --     whichever library made the tables), and not read at all. Every
 --     reader is compiled once per library, so neither runs traces recorded
---     on the other's tables. As message objects too (informational). With
---     --callgrind also instructions per decode + read, with {table = true}
---     and as message objects (H.instructions:
+--     on the other's tables. As message objects too, of otlp_traces.bin
+--     and of test_all_types_proto3.bin (the goal table's row, its pair
+--     interleaved). With --callgrind also instructions per decode + read,
+--     with {table = true} and as message objects (H.instructions:
 --     valgrind runs of this script's loop, n and 2n times; the difference
 --     over n).
 -- lua-protobuf is built by this bench from ../shared/peers/lua-protobuf
@@ -96,8 +97,10 @@ local CORPUS = "../shared/corpus"
 local OTLP = CORPUS .. "/payloads/opentelemetry/otlp_traces.bin"
 local OTEL = CORPUS .. "/protos/opentelemetry"
 local OTLP_TYPE = "opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest"
+local TAT3 = CORPUS .. "/payloads/protobuf/test_all_types_proto3.bin"
+local TAT3_TYPE = "protobuf_test_messages.proto3.TestAllTypesProto3"
 local PEER_SRC = "../shared/peers/lua-protobuf"
-local have_corpus, have_peer = exists(OTLP), exists(PEER_SRC .. "/pb.c")
+local have_corpus, have_peer = exists(OTLP) and exists(TAT3), exists(PEER_SRC .. "/pb.c")
 
 -- The parent builds what its child processes load.
 local parent = not (child_otlp or child_struct or only)
@@ -106,8 +109,9 @@ sh("mkdir -p " .. OUT)
 -- when the corpus is there.
 if parent then -- a child process loads the set its parent made
   if have_corpus then
-    sh(("protoc -I bench/codec -I %s --include_imports -o %s/set.pb point.proto "
-        .. "opentelemetry/proto/collector/trace/v1/trace_service.proto"):format(OTEL, OUT))
+    sh(("protoc -I bench/codec -I %s -I %s/protos/protobuf -I /usr/include --include_imports -o %s/set.pb "
+        .. "point.proto opentelemetry/proto/collector/trace/v1/trace_service.proto "
+        .. "google/protobuf/test_messages_proto3.proto"):format(OTEL, CORPUS, OUT))
   else
     sh(("protoc -I bench/codec -o %s/set.pb point.proto"):format(OUT))
   end
@@ -150,6 +154,15 @@ if have_corpus then
   local function peer(how) return loop_of(how, pb and pb.decode, OTLP_TYPE, nil) end
   loops = { table = ours("read"), peer = peer("read"), ours = ours, peer_of = peer,
             objects = loop_of("read", pc.decode, T, nil) }
+  -- test_all_types_proto3, the goal row's second message: as message
+  -- objects and with lua-protobuf, read by its own reader.
+  local T3 = assert(pool:type(TAT3_TYPE))
+  local plan3, bytes3 = W.plan_of(pool, T3), read(TAT3)
+  local function loop3(decode, first, opts)
+    return assert(load(LOOP:format(BODY.read), "=runtime_bench.loop"))(decode, first, bytes3, opts,
+                                                                       W.reader(plan3, pc.pairs), plan3)
+  end
+  loops.objects_tat3, loops.peer_tat3 = loop3(pc.decode, T3, nil), loop3(pb and pb.decode, TAT3_TYPE, nil)
 end
 if only then -- a child under callgrind (H.instructions): the loop alone
   local loop = loops[only]
@@ -318,6 +331,12 @@ if have_corpus then
     -- The goal is the plain tables' row: what lua-protobuf gives, read the same way. Message
     -- objects are read through the C API, which LuaJIT does not compile (informational).
     row("decode+read (message objects) / lua-protobuf", ours / peer, "x", nil, nil, "luajit_objects_read")
+    jit.flush()
+    local objects3, peer3 = H.measure_pair(loops.objects_tat3, loops.peer_tat3, quick)
+    row("test_all_types_proto3 decode+read (message objects), protocall LuaJIT", objects3 / 1e3, "us")
+    row("test_all_types_proto3 decode+read, lua-protobuf LuaJIT", peer3 / 1e3, "us")
+    row("test_all_types_proto3 decode+read (message objects) / lua-protobuf", objects3 / peer3, "x", nil, nil,
+        "luajit_objects_read")
     row("decode{table}+read / lua-protobuf, this process", tables / peer, "x")
     if #ratios > 0 then
       local m = median(ratios)
@@ -341,6 +360,12 @@ if have_corpus then
         if co then
           row("otlp decode+read (message objects), callgrind", co / 1e3, "k instr")
           row("decode+read (message objects) / lua-protobuf, callgrind", co / cp, "x")
+        end
+        local co3, cp3 = H.instructions("objects_tat3", 100), H.instructions("peer_tat3", 100)
+        if co3 and cp3 then
+          row("test_all_types_proto3 decode+read (message objects), callgrind", co3 / 1e3, "k instr")
+          row("test_all_types_proto3 lua-protobuf decode+read, callgrind", cp3 / 1e3, "k instr")
+          row("test_all_types_proto3 decode+read (message objects) / lua-protobuf, callgrind", co3 / cp3, "x")
         end
       else
         print("\nruntime_bench: valgrind failed; the instruction rows are skipped")

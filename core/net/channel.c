@@ -88,6 +88,7 @@ struct pc_GrpcChannel {
   unsigned host_version; /* changes with what pc_GrpcChannel_HostConns lists but the calls */
   pc_Arena *spare[SPARE_ARENAS]; /* reset arenas of freed calls (take_arena) */
   size_t spares;
+  size_t arena_first; /* a new call arena's first block: what the last freed call's took */
 };
 
 struct pc_GrpcCall {
@@ -124,16 +125,25 @@ static void *mem(pc_GrpcChannel *ch, void *p, size_t o, size_t n) {
   return ch->alloc(ch->ud, p, o, n);
 }
 
-/* An empty arena for a new call: a spare one, else a new one (NULL: no memory). */
+/* An empty arena for a new call: a spare one, else a new one whose first
+ * block holds what the last freed call took (NULL: no memory). */
 static pc_Arena *take_arena(pc_GrpcChannel *ch) {
   if (ch->spares > 0) return ch->spare[--ch->spares];
-  return pc_Arena_New(ch->alloc, ch->ud);
+  return pc_Arena_NewSized(ch->alloc, ch->ud, ch->arena_first);
 }
 
-/* The arena of a freed call: reset and kept for the next call while there
- * is room and it stayed small, else freed. */
+/* The arena of a freed call: reset and kept for the next call while other
+ * calls live (so calls in flight together reuse them), there is room and it
+ * stayed small, else freed. The channel's last call frees the spares too:
+ * an idle channel holds no arena (the idle connection's memory); the next
+ * call's arena is made with the room this one took, one block. */
 static void give_arena(pc_GrpcChannel *ch, pc_Arena *a) {
-  if (ch->spares < SPARE_ARENAS && pc_Arena_SpaceAllocated(a) <= SPARE_ARENA_MAX) {
+  size_t took = pc_Arena_SpaceUsed(a);
+  ch->arena_first = took < SPARE_ARENA_MAX ? took : SPARE_ARENA_MAX;
+  if (ch->calls == NULL) {
+    while (ch->spares > 0) pc_Arena_Free(ch->spare[--ch->spares]);
+    pc_Arena_Free(a);
+  } else if (ch->spares < SPARE_ARENAS && pc_Arena_SpaceAllocated(a) <= SPARE_ARENA_MAX) {
     pc_Arena_Reset(a);
     ch->spare[ch->spares++] = a;
   } else {

@@ -30,7 +30,9 @@
  * An answer that ends before its request did (a 4xx while the body is
  * still coming) says "Connection: close" where its head has not gone
  * yet; at most 256 KiB or 2 s more of that body is read and dropped,
- * then the connection closes (an endless chunked body holds none).
+ * then the connection closes (the listener's lingering close reads and
+ * drops for at most 2 s more: an endless chunked body holds a connection
+ * some 4 s at most).
  *
  * Nothing here raises or prints. Not thread-safe. */
 #ifndef PC_NET_HTTP1_SERVER_H

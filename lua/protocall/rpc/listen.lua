@@ -574,7 +574,8 @@ end
 -- within `handshake_timeout` (else 408); an answer that comes before its
 -- request's body ended (a 4xx, a handler done early) says Connection:
 -- close, and at most 256 KiB or 2 s more of that body is read and dropped
--- before the connection closes (an endless chunked body holds none).
+-- before the connection closes, then lingers at most 2 s more reading and
+-- dropping what comes (an endless chunked body holds one some 4 s at most).
 -- h2c unless `opts.cert_file` and `opts.key_file` (PEM) are given: TLS
 -- with ALPN h2 or http/1.1; `client_ca_file` (PEM bundle) requires client
 -- certificates signed by it (mutual TLS).

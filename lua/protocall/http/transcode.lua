@@ -280,9 +280,10 @@ end
 -- of every route's call, Envoy's route timeout) and `timeouts` (method
 -- full name -> seconds, overriding `timeout` for that method's routes;
 -- tc:timeout puts them together with the request's Grpc-Timeout). Raises on a bad option and on an
--- invalid or conflicting rule a pc.HttpRuleError (its fields: the method,
--- the rule's pattern, what is wrong, where), whose text names the method,
--- the rule and what is wrong: "t.S.Get: rule GET /v1/{nope}: variable
+-- invalid or conflicting rule a string, the text of its pc.HttpRuleError
+-- (a string: nginx's init_by_lua* and a C host's lua_tostring print
+-- nothing else; pc.listen's rest option raises the object), which names
+-- the method, the rule and what is wrong: "t.S.Get: rule GET /v1/{nope}: variable
 -- 'nope': no field 'nope' in t.Req" (an annotation of .proto source with
 -- where its file sets the option, "t.S.Get (t.proto:8:12): rule GET
 -- ..."; a rule of `http` led by its number there, from 1: "http rules:
@@ -308,7 +309,7 @@ function M.transcoder(pool, opts)
   local problem = options_problem(opts)
   if problem then argerror("transcoder", problem, 2, 2) end
   local set, err = rules.compile(pool, opts.services, opts)
-  if not set then error(err, 2) end
+  if not set then error(tostring(err), 2) end
   -- the allow-list by lowercased name; `first`: the first bytes (either
   -- case) a header tc:metadata reads can begin with, "grpc-*" or allowed
   local allow, first = {}, { [byte("g")] = true, [byte("G")] = true }

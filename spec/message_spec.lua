@@ -1392,6 +1392,41 @@ describe("messages", function()
       assert.are.equal(Shape(), s)
     end)
 
+    it("name themselves in a bad argument's error, called from C too (pcall), under LuaJIT as under Lua 5.4",
+      function()
+        -- (LuaJIT reaches pc.clear's C function by a tail call from its
+        -- struct wrapper; luaL_argerror, naming it by the call site, said '?')
+        local s = Shape {}
+        local function err_of(f, ...)
+          local ok, err = pcall(f, ...)
+          assert.is_false(ok)
+          return (err:gsub("^[^:]*:%d+: ", ""))
+        end
+        for _, name in ipairs { "has", "clear", "which_oneof", "clone", "get_extension", "set_extension" } do
+          local want = "bad argument #1 to '" .. name .. "' (message expected, got number)"
+          assert.are.equal(want, err_of(pc[name], 42))
+          fails(want, function() pc[name](42) end)
+        end
+        for _, name in ipairs { "has", "clear", "which_oneof", "get_extension", "set_extension" } do
+          assert.are.equal("bad argument #2 to '" .. name .. "' (string expected, got table)", err_of(pc[name], s, {}))
+        end
+        for _, name in ipairs { "message", "enum", "extend", "type" } do
+          assert.are.equal("bad argument #1 to '" .. name .. "' (string expected, got table)", err_of(pc[name], {}))
+        end
+        for _, name in ipairs { "message", "enum", "extend" } do
+          assert.are.equal("bad argument #2 to '" .. name .. "' (table expected, got number)",
+                           err_of(pc[name], "t.X", 1))
+        end
+        assert.are.equal("bad argument #3 to 'message' (table expected, got number)", err_of(pc.message, "t.X", {}, 1))
+        assert.are.equal("bad argument #1 to 'fields' (protocall.Type expected, got number)", err_of(pc.fields, 42))
+        -- pool methods are named by Lua, as a method's arguments count
+        local _, perr = pcall(function() local T = pool:message({}) return T end)
+        assert.are.equal("bad argument #1 to 'message' (string expected, got table)", (perr:gsub("^[^:]*:%d+: ", "")))
+        if R.luajit then -- (Lua 5.4's pairs raises only when the loop runs)
+          assert.are.equal("bad argument #1 to 'pairs' (table expected, got number)", err_of(pc.pairs, 42))
+        end
+      end)
+
     -- (LuaJIT's stack holds at most 8000 values: pc.clear once reserved a
     -- slot per field, and keeps one per container only while they fit)
     it("pc.clear clears a message of 9000 fields, scalar or repeated", function()

@@ -65,6 +65,7 @@ local server = pc.server({ ["srv.Calc"] = {
     return { total = sum }
   end,
   Tally = function(ctx) -- records each message's x as it arrives (seen.tally)
+    seen.started = true
     local sum = 0
     for p in ctx.recv do
       seen.tally[#seen.tally + 1] = p.x
@@ -334,6 +335,23 @@ for _, protocol in ipairs { "connect", "grpc-web", "grpc-web-text" } do
       end)
     end)
 
+    it("sends a client stream's head at once: its handler starts before the first message is sent", function()
+      serving(function(_, url)
+        local stub, t = stub_of(url, protocol)
+        seen.started, seen.tally = nil, {}
+        local c = stub:Tally()
+        for _ = 1, 2000 do -- up to 20 s (a loaded machine under the sanitizers)
+          if seen.started then break end
+          pc.sleep(0.01)
+        end
+        assert.is_true(seen.started)
+        c:send { x = 4 }
+        assert.are.equal(4, c:close_and_recv().total)
+        assert.are.equal(2, stub:Add({ x = 1, y = 1 }).total) -- the connection goes on
+        t:close()
+      end)
+    end)
+
     it("keeps a slow client stream going past the server's stall_timeout, each message arriving within it",
       function()
         serving(function(_, url)
@@ -476,6 +494,41 @@ describe("pc.grpc over HTTP/1.1 against a raw server", function()
     local out = against("close", 3)
     assert.are.same({ 42, 42, 42 }, { out[1], out[2], out[3] })
     assert.are.equal(3, conns(out))
+  end)
+
+  it("sends a client or bidi stream's head at once, chunked, before its first message", function()
+    -- (pc.listen answers a bidi stream over HTTP/1.1 UNIMPLEMENTED: the raw server counts heads)
+    local srv = helper.spawn_command("/usr/bin/python3 spec/http1_fake_server.py framing", "http1_fake_server.py")
+    local _, t = stub_of(srv.url, "connect")
+    local _, other = stub_of(srv.url, "connect")
+    local ok, err
+    pc.spawn(function() -- (under pc.run the scheduler moves the stream's connection meanwhile)
+      ok, err = pcall(function()
+        for i, path in ipairs { "/srv.Calc/Total", "/srv.Calc/Echo" } do
+          local c = t:stream(path, { timeout = 30 })
+          local heads
+          for _ = 1, 2000 do -- up to 20 s (a loaded machine under the sanitizers)
+            local raw = other:unary("/fake.Heads/Count", "", { timeout = 5 })
+            heads = tonumber(pc.decode(pool:type("srv.Sum"), raw).total)
+            if heads >= i then break end
+            pc.sleep(0.01)
+          end
+          assert.are.equal(i, heads, path)
+          c:close() -- (its body cut short: the connection ends)
+        end
+      end)
+    end)
+    pc.run()
+    other:close()
+    t:close()
+    helper.stop(srv)
+    assert(ok, err)
+  end)
+
+  it("sends unary calls whole, framed by Content-Length, on a new and on a kept-alive connection", function()
+    local out = against("framing", 3)
+    assert.are.same({ 1, 1, 1 }, { out[1], out[2], out[3] }) -- 2: it came chunked
+    assert.are.equal(1, conns(out))
   end)
 
   it("reads a response split byte by byte, 100 Continue first, or chunked with trailers", function()

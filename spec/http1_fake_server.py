@@ -2,7 +2,9 @@
 Connect unary request on 127.0.0.1 (a free port) with the canned bytes of
 one MODE, each connection in a thread, and prints "PORT PID" once
 listening. A request to /fake.Conns/Count is answered with the count of
-connections accepted so far as the message (Sum.total).
+connections accepted so far as the message (Sum.total), one to
+/fake.Heads/Count with the count of request heads read so far (those of
+/fake.* aside), each counted once read, before its body.
 
     python3 spec/http1_fake_server.py MODE
 
@@ -19,6 +21,8 @@ The message answered is srv.Sum {total = 42} (bytes 08 2a). Modes:
   fields       201 fields in the head
   idle408      after each response, 0.1 s later, an unasked 408 and the close
                (a server ending an idle kept-alive connection)
+  framing      the message is total = 1 for a request framed by Content-Length,
+               2 for one sent chunked (Transfer-Encoding: chunked)
   grpcweb      a gRPC-Web answer (for a gRPC-Web client) with HTTP's own fields
                (Date, Server, Vary, Content-Length) beside X-Head, and the
                trailers message with grpc-status 0, x-trail and date
@@ -32,6 +36,7 @@ import time
 MODE = sys.argv[1]
 MSG = b"\x08\x2a"
 count = 0
+heads = 0
 lock = threading.Lock()
 
 
@@ -40,11 +45,17 @@ def unary(body, extra=b"", version=b"1.1"):
             + b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
 
 
-def answer(path):
+def answer(path, chunked):
     if path == b"/fake.Conns/Count":
         with lock:
             n = count
         return unary(b"\x08" + bytes([n]))
+    if path == b"/fake.Heads/Count":
+        with lock:
+            n = heads
+        return unary(b"\x08" + bytes([n]))
+    if MODE == "framing":
+        return unary(b"\x08" + bytes([2 if chunked else 1]))
     if MODE == "close10":
         return b"HTTP/1.0 200 OK\r\nContent-Type: application/proto\r\n\r\n" + MSG
     if MODE == "close":
@@ -75,24 +86,52 @@ def answer(path):
     return unary(MSG)
 
 
-def read_request(conn, buf):
-    while b"\r\n\r\n" not in buf:
+def read_until(conn, buf, mark):
+    while mark not in buf:
         d = conn.recv(65536)
         if not d:
-            return None, buf
+            return None
         buf += d
+    return buf
+
+
+def read_request(conn, buf):
+    """The next request's path, whether it came chunked, and the bytes after it."""
+    global heads
+    buf = read_until(conn, buf, b"\r\n\r\n")
+    if buf is None:
+        return None, False, b""
     head, _, rest = buf.partition(b"\r\n\r\n")
-    length = 0
+    if not head.split(b" ")[1].startswith(b"/fake."):
+        with lock:
+            heads += 1
+    length, chunked = 0, False
     for line in head.split(b"\r\n")[1:]:
         k, _, v = line.partition(b":")
         if k.strip().lower() == b"content-length":
             length = int(v)
+        if k.strip().lower() == b"transfer-encoding" and v.strip().lower() == b"chunked":
+            chunked = True
+    while chunked:  # chunks (no extensions, no trailers from our client)
+        rest = read_until(conn, rest, b"\r\n")
+        if rest is None:
+            return None, False, b""
+        size_line, _, rest = rest.partition(b"\r\n")
+        size = int(size_line, 16)
+        while len(rest) < size + 2:
+            d = conn.recv(65536)
+            if not d:
+                return None, False, b""
+            rest += d
+        rest = rest[size + 2:]
+        if size == 0:
+            break
     while len(rest) < length:
         d = conn.recv(65536)
         if not d:
-            return None, rest
+            return None, False, rest
         rest += d
-    return head.split(b" ")[1], rest[length:]
+    return head.split(b" ")[1], chunked, rest[length:]
 
 
 def serve(conn):
@@ -102,10 +141,10 @@ def serve(conn):
     buf = b""
     try:
         while True:
-            path, buf = read_request(conn, buf)
+            path, chunked, buf = read_request(conn, buf)
             if path is None:
                 return
-            out = answer(path)
+            out = answer(path, chunked)
             if MODE == "split" and path != b"/fake.Conns/Count":
                 for i in range(len(out)):
                     conn.sendall(out[i:i + 1])

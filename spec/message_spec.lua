@@ -702,15 +702,15 @@ describe("messages", function()
       local o = In2 { x = 1 }
       local m = Out { list = { {} } }
       fails("b2.Out.sub: b2.In expected, got b2.In of another pool", function() return Out { sub = o } end)
-      fails("b2.Out.list[1]: b2.In expected, got b2.In of another pool", function() return Out { list = { o } } end)
+      fails("b2.Out.list[0]: b2.In expected, got b2.In of another pool", function() return Out { list = { o } } end)
       fails('b2.Out.by["k"]: b2.In expected, got b2.In of another pool', function() return Out { by = { k = o } } end)
       fails("b2.Out.sub: b2.In expected, got b2.In of another pool", function() m.sub = o end)
-      fails("b2.Out.list[1]: b2.In expected, got b2.In of another pool", function() m.list = { o } end)
-      fails("b2.Out.list[1]: b2.In expected, got b2.In of another pool", function() m.list[1] = o end)
-      fails("b2.Out.list[2]: b2.In expected, got b2.In of another pool", function() R.insert(m.list, o) end)
+      fails("b2.Out.list[0]: b2.In expected, got b2.In of another pool", function() m.list = { o } end)
+      fails("b2.Out.list[0]: b2.In expected, got b2.In of another pool", function() m.list[1] = o end)
+      fails("b2.Out.list[1]: b2.In expected, got b2.In of another pool", function() R.insert(m.list, o) end)
       fails('b2.Out.by["k"]: b2.In expected, got b2.In of another pool', function() m.by.k = o end)
       fails("b2.Out.sub: b2.In expected, got b2.In of another pool", function() return pc.encode(Out, { sub = o }) end)
-      fails("b2.Out.list[1]: b2.In expected, got b2.In of another pool",
+      fails("b2.Out.list[0]: b2.In expected, got b2.In of another pool",
             function() return pc.encode(Out, { list = { o } }) end)
       fails('b2.Out.by["k"]: b2.In expected, got b2.In of another pool',
             function() return pc.encode(Out, { by = { k = o } }) end)
@@ -733,21 +733,21 @@ describe("messages", function()
     end)
 
     it("name the whole path of an error below the first table, in T{...} and in assignments", function()
-      fails("t.Shape.kids[2].name: string expected, got number", function() Shape { kids = { {}, { name = 5 } } } end)
+      fails("t.Shape.kids[1].name: string expected, got number", function() Shape { kids = { {}, { name = 5 } } } end)
       fails('t.Shape.by_name["a"].x: integer expected, got string',
         function() Shape { by_name = { a = { x = "1" } } } end)
-      fails("t.Shape.next.kids[1].nums[2]: integer expected, got string",
+      fails("t.Shape.next.kids[0].nums[1]: integer expected, got string",
         function() Shape { next = { kids = { { nums = { 1, "2" } } } } } end)
       fails("t.Shape.next.p.z: no such field", function() Shape { next = { p = { z = 1 } } } end)
-      fails("t.Shape.next.colors[1]: unknown value 'MAUVE' for enum t.Color",
+      fails("t.Shape.next.colors[0]: unknown value 'MAUVE' for enum t.Color",
         function() Shape { next = { colors = { "MAUVE" } } } end)
       local s = Shape {}
-      fails("t.Shape.kids[1].next.name: string expected, got boolean",
+      fails("t.Shape.kids[0].next.name: string expected, got boolean",
         function() s.kids = { { next = { name = true } } } end)
       fails("t.Shape.next.by_name[\"k\"].y: integer expected, got table",
         function() s.next = { by_name = { k = { y = {} } } } end)
       s.kids = { {} }
-      fails("t.Shape.kids[2].p.x: integer expected, got string", function() s.kids[2] = { p = { x = "x" } } end)
+      fails("t.Shape.kids[1].p.x: integer expected, got string", function() s.kids[2] = { p = { x = "x" } } end)
       fails('t.Shape.by_name["a\\0b"].y: integer expected, got boolean',
         function() s.by_name["a\0b"] = { y = true } end)
       assert.are.equal(1, #s.kids)
@@ -760,7 +760,7 @@ describe("messages", function()
       fails("t.Shape.next: table with a cycle given to the constructor", function() Shape(t) end)
       local u = { kids = {} }
       u.kids[1] = u
-      fails("t.Shape.kids[1]: table with a cycle given to the constructor", function() Shape(u) end)
+      fails("t.Shape.kids[0]: table with a cycle given to the constructor", function() Shape(u) end)
       -- the same table twice (not a cycle) is fine
       local leaf = { x = 1 }
       local s = Shape { points = { leaf, leaf }, p = leaf }
@@ -807,11 +807,11 @@ describe("messages", function()
 
     it("check elements and indexes", function()
       local s = Shape()
-      -- an element's error names its index, as Lua counts
-      fails("t.Shape.nums[2]: integer expected, got string", function() s.nums = { 1, "2" } end)
-      fails("t.Shape.nums[1]: integer expected, got string", function() R.insert(s.nums, "x") end)
-      fails("t.Shape.nums[1]: value 2147483648 out of range for int32", function() s.nums[1] = 2147483648 end)
-      fails("t.Shape.nums[3]: integer expected, got 3.5", function() s.nums = { 1, 2, 3.5 } end)
+      -- an element's error names its index, counted from 0 as the C++ library counts (nums[1]: the second)
+      fails("t.Shape.nums[1]: integer expected, got string", function() s.nums = { 1, "2" } end)
+      fails("t.Shape.nums[0]: integer expected, got string", function() R.insert(s.nums, "x") end)
+      fails("t.Shape.nums[0]: value 2147483648 out of range for int32", function() s.nums[1] = 2147483648 end)
+      fails("t.Shape.nums[2]: integer expected, got 3.5", function() s.nums = { 1, 2, 3.5 } end)
       fails("t.Shape.nums: integer expected, got 1.5", function() s.nums[1.5] = 1 end)
       fails("t.Shape.nums: index 3 out of range (size 0)", function() s.nums[3] = 1 end)
       fails('t.Shape.nums: list expected, got a table with key "x"', function() s.nums = { x = 1 } end)
@@ -848,8 +848,8 @@ describe("messages", function()
       assert.is_true(rawequal(s.points[1], s.points[1]))
       R.insert(s.points, { y = 2 })
       assert.are.equal(2, s.points[3].y)
-      fails("t.Shape.points[1]: t.Point expected, got t.Other", function() s.points[1] = Other() end)
-      fails("t.Shape.points[2]: t.Point expected, got number", function() s.points = { {}, 7 } end)
+      fails("t.Shape.points[0]: t.Point expected, got t.Other", function() s.points[1] = Other() end)
+      fails("t.Shape.points[1]: t.Point expected, got number", function() s.points = { {}, 7 } end)
     end)
 
     it("are one object per field, kept in step with the field", function()
@@ -1074,9 +1074,9 @@ describe("messages", function()
         fails("t.Shape: oneof shape set twice (by r and s)", function() return Shape(t) end)
         fails("t.Shape: oneof shape set twice (by r and s)", function() return pc.encode(Shape, t) end)
         fails("t.OneofHolder.one: oneof shape set twice (by r and s)", function() return Holder { one = t } end)
-        fails("t.OneofHolder.many[2]: oneof shape set twice (by r and s)",
+        fails("t.OneofHolder.many[1]: oneof shape set twice (by r and s)",
           function() return Holder { many = { { r = 2 }, t } } end)
-        fails("t.OneofHolder.many[2]: oneof shape set twice (by r and s)",
+        fails("t.OneofHolder.many[1]: oneof shape set twice (by r and s)",
           function() return pc.encode(Holder, { many = { { r = 2 }, t } }) end)
       end
       fails("t.Shape: oneof shape set twice (by s and q)", function() return Shape { q = Point(), s = "x" } end)
@@ -1232,18 +1232,18 @@ describe("messages", function()
       fails("t.Shape.name: invalid UTF-8 at byte 3", function() Shape { name = "ab\255" } end)
       fails("t.Shape.s: invalid UTF-8 at byte 1", function() Shape { s = "\192\128" } end) -- overlong NUL
       fails("t.Shape.note: invalid UTF-8 at byte 2", function() Shape { note = "a\237\160\128" } end) -- a surrogate
-      fails("t.Shape.tags[2]: invalid UTF-8 at byte 1", function() Shape { tags = { "a", "\128" } } end)
+      fails("t.Shape.tags[1]: invalid UTF-8 at byte 1", function() Shape { tags = { "a", "\128" } } end)
       fails('t.Shape.attrs["\\255"]: key: invalid UTF-8 at byte 1', function() Shape { attrs = { ["\255"] = 1 } } end)
       fails('t.Texts.m["k"]: invalid UTF-8 at byte 2', function() Texts { m = { k = "a\226\130" } } end) -- cut short
       -- below the first table (T{...} of nested tables builds straight into the arena first)
       fails("t.Shape.next.name: invalid UTF-8 at byte 1", function() Shape { next = { name = "\255" } } end)
-      fails("t.Shape.kids[2].tags[1]: invalid UTF-8 at byte 1", function()
+      fails("t.Shape.kids[1].tags[0]: invalid UTF-8 at byte 1", function()
         Shape { kids = { {}, { tags = { "\255" } } } }
       end)
-      fails('t.Texts.kids[1].m["\\255"]: key: invalid UTF-8 at byte 1', function()
+      fails('t.Texts.kids[0].m["\\255"]: key: invalid UTF-8 at byte 1', function()
         Texts { kids = { { m = { ["\255"] = "v" } } } }
       end)
-      fails('t.Texts.kids[1].m["k"]: invalid UTF-8 at byte 1', function()
+      fails('t.Texts.kids[0].m["k"]: invalid UTF-8 at byte 1', function()
         Texts { kids = { { m = { k = "\255" } } } }
       end)
       -- a key is shown as a Lua literal's text (a backslash, a quote escaped), cut once it takes 64 bytes
@@ -1270,15 +1270,15 @@ describe("messages", function()
       fails("t.Shape.note: invalid UTF-8 at byte 1", function() s.note = "\255" end)
       assert.is_false(pc.has(s, "note"))
       assert.is_false(pc.has(s, "shape"))
-      fails("t.Shape.tags[1]: invalid UTF-8 at byte 1", function() s.tags[1] = "\255" end)
-      fails("t.Shape.tags[2]: invalid UTF-8 at byte 1", function() s.tags[2] = "\255" end) -- an append
-      fails("t.Shape.tags[2]: invalid UTF-8 at byte 2", function() R.insert(s.tags, "a\255") end)
-      fails("t.Shape.tags[2]: invalid UTF-8 at byte 1", function() s.tags = { "b", "\255" } end)
+      fails("t.Shape.tags[0]: invalid UTF-8 at byte 1", function() s.tags[1] = "\255" end)
+      fails("t.Shape.tags[1]: invalid UTF-8 at byte 1", function() s.tags[2] = "\255" end) -- an append
+      fails("t.Shape.tags[1]: invalid UTF-8 at byte 2", function() R.insert(s.tags, "a\255") end)
+      fails("t.Shape.tags[1]: invalid UTF-8 at byte 1", function() s.tags = { "b", "\255" } end)
       assert.are.same({ "a" }, { s.tags[1], s.tags[2] })
       fails('t.Shape.attrs["\\255"]: key: invalid UTF-8 at byte 1', function() s.attrs["\255"] = 1 end)
       fails('t.Shape.by_name["\\192\\128"]: key: invalid UTF-8 at byte 1', function() s.by_name["\192\128"] = {} end)
       assert.is_nil(s.attrs["\255"]) -- a key that is not UTF-8 is found nowhere
-      fails("t.Shape.kids[1].name: invalid UTF-8 at byte 1", function() s.kids[1] = { name = "\255" } end)
+      fails("t.Shape.kids[0].name: invalid UTF-8 at byte 1", function() s.kids[1] = { name = "\255" } end)
       fails("t.Shape.next.name: invalid UTF-8 at byte 1", function() s.next = { name = "\255" } end)
       assert.is_nil(s.next)
       fails("t.Shape.name: invalid UTF-8 at byte 1", function() s.kids[1].name = "\255" end) -- the view's own field
@@ -1287,7 +1287,7 @@ describe("messages", function()
       fails('t.Texts.m["\\255"]: key: invalid UTF-8 at byte 1', function() t.m["\255"] = "v" end)
       fails('t.Texts.m["n"]: invalid UTF-8 at byte 2', function() t.m = { n = "n\255" } end)
       assert.are.equal("v", t.m.k)
-      fails("t.Texts.rs[1]: invalid UTF-8 at byte 1", function() t.rs = { "\255" } end)
+      fails("t.Texts.rs[0]: invalid UTF-8 at byte 1", function() t.rs = { "\255" } end)
       assert.are.equal("x", t.rs[1])
       assert.are.equal(pc.encode(Texts { m = { k = "v" }, rs = { "x" } }), pc.encode(t))
       local p = P2 { req = 1 }
@@ -1310,7 +1310,7 @@ describe("messages", function()
       pc.set_extension(o, "x.rx", proxy)
       assert.are.equal(1, reads)
       assert.are.equal("ok", pc.get_extension(o, "x.rx")[1])
-      fails("x.rx[2]: invalid UTF-8 at byte 1", function() pc.set_extension(o, "x.rx", { "ok", "\255" }) end)
+      fails("x.rx[1]: invalid UTF-8 at byte 1", function() pc.set_extension(o, "x.rx", { "ok", "\255" }) end)
       assert.are.equal("ok", pc.get_extension(o, "x.rx")[1])
     end)
   end)
@@ -1391,6 +1391,41 @@ describe("messages", function()
       assert.are.equal(0, #s.tags)
       assert.are.equal(Shape(), s)
     end)
+
+    it("name themselves in a bad argument's error, called from C too (pcall), under LuaJIT as under Lua 5.4",
+      function()
+        -- (LuaJIT reaches pc.clear's C function by a tail call from its
+        -- struct wrapper; luaL_argerror, naming it by the call site, said '?')
+        local s = Shape {}
+        local function err_of(f, ...)
+          local ok, err = pcall(f, ...)
+          assert.is_false(ok)
+          return (err:gsub("^[^:]*:%d+: ", ""))
+        end
+        for _, name in ipairs { "has", "clear", "which_oneof", "clone", "get_extension", "set_extension" } do
+          local want = "bad argument #1 to '" .. name .. "' (message expected, got number)"
+          assert.are.equal(want, err_of(pc[name], 42))
+          fails(want, function() pc[name](42) end)
+        end
+        for _, name in ipairs { "has", "clear", "which_oneof", "get_extension", "set_extension" } do
+          assert.are.equal("bad argument #2 to '" .. name .. "' (string expected, got table)", err_of(pc[name], s, {}))
+        end
+        for _, name in ipairs { "message", "enum", "extend", "type" } do
+          assert.are.equal("bad argument #1 to '" .. name .. "' (string expected, got table)", err_of(pc[name], {}))
+        end
+        for _, name in ipairs { "message", "enum", "extend" } do
+          assert.are.equal("bad argument #2 to '" .. name .. "' (table expected, got number)",
+                           err_of(pc[name], "t.X", 1))
+        end
+        assert.are.equal("bad argument #3 to 'message' (table expected, got number)", err_of(pc.message, "t.X", {}, 1))
+        assert.are.equal("bad argument #1 to 'fields' (protocall.Type expected, got number)", err_of(pc.fields, 42))
+        -- pool methods are named by Lua, as a method's arguments count
+        local _, perr = pcall(function() local T = pool:message({}) return T end)
+        assert.are.equal("bad argument #1 to 'message' (string expected, got table)", (perr:gsub("^[^:]*:%d+: ", "")))
+        if R.luajit then -- (Lua 5.4's pairs raises only when the loop runs)
+          assert.are.equal("bad argument #1 to 'pairs' (table expected, got number)", err_of(pc.pairs, 42))
+        end
+      end)
 
     -- (LuaJIT's stack holds at most 8000 values: pc.clear once reserved a
     -- slot per field, and keeps one per container only while they fit)

@@ -281,7 +281,7 @@ describe("pc.encode(T, table)", function()
     assert.matches("te.All.u32: value %-1 out of range for uint32", same_error(All, { u32 = -1 }))
     assert.matches("te.All.i64: integer expected, got 1%.5", same_error(All, { i64 = 1.5 }))
     assert.matches("te.All.u32: integer expected, got 1%.5", same_error(All, { u32 = 1.5 }))
-    assert.matches("te.All.ri%[2%]: integer expected, got 2%.5", same_error(All, { ri = { 1, 2.5 } }))
+    assert.matches("te.All.ri%[1%]: integer expected, got 2%.5", same_error(All, { ri = { 1, 2.5 } }))
     assert.matches("te.All.s: string expected, got number", same_error(All, { s = 1 }))
     assert.matches("te.All.b: boolean expected, got number", same_error(All, { b = 1 }))
     assert.matches("te.All.e: unknown value 'THREE' for enum te.E", same_error(All, { e = "THREE" }))
@@ -296,10 +296,10 @@ describe("pc.encode(T, table)", function()
     assert.matches("te.All.ri: list expected, got a table with key \"k\"", same_error(All, { ri = { 1, k = 2 } }))
     -- an element names its index (as Lua counts), an entry its key
     local function raises(text, t) assert.are.equal(text, strip_position(same_error(All, t))) end
-    raises("te.All.rsub[1]: te.Sub expected, got number", { rsub = { 1 } })
-    raises("te.All.ri[3]: integer expected, got string", { ri = { 1, 2, "3" } })
-    raises("te.All.rs[2]: string expected, got boolean", { rs = { "a", true } })
-    raises("te.All.re[1]: unknown value 'THREE' for enum te.E", { re = { "THREE" } })
+    raises("te.All.rsub[0]: te.Sub expected, got number", { rsub = { 1 } })
+    raises("te.All.ri[2]: integer expected, got string", { ri = { 1, 2, "3" } })
+    raises("te.All.rs[1]: string expected, got boolean", { rs = { "a", true } })
+    raises("te.All.re[0]: unknown value 'THREE' for enum te.E", { re = { "THREE" } })
     raises('te.All.ms["k"]: string expected, got number', { ms = { k = 1 } })
     raises("te.All.mb[true]: integer expected, got string", { mb = { [true] = "1" } })
     raises("te.All.mi[7]: te.Sub expected, got boolean", { mi = { [7] = true } })
@@ -315,17 +315,17 @@ describe("pc.encode(T, table)", function()
 
   it("names the whole path of an error below the first table: elements, entries, fields", function()
     local function raises(text, t) assert.are.equal(text, strip_position(same_error(All, t))) end
-    raises("te.All.rsub[2].x: integer expected, got string", { rsub = { { x = 1 }, { x = "2" } } })
+    raises("te.All.rsub[1].x: integer expected, got string", { rsub = { { x = 1 }, { x = "2" } } })
     raises('te.All.mi[7].name: string expected, got number', { mi = { [7] = { name = 5 } } })
     raises("te.All.sub.child.child.x: value 2147483648 out of range for int32",
       { sub = { child = { child = { x = 2 ^ 31 } } } })
-    raises("te.All.rsub[1].child: te.Sub expected, got number", { rsub = { { child = 3 } } })
+    raises("te.All.rsub[0].child: te.Sub expected, got number", { rsub = { { child = 3 } } })
     raises("te.All.mi[7].child.nope: no such field", { mi = { [7] = { child = { nope = 1 } } } })
     raises("te.All.sub: field name expected, got number", { sub = { [1] = 1 } })
-    raises("te.All.rsub[1].child.child.x: integer expected, got boolean",
+    raises("te.All.rsub[0].child.child.x: integer expected, got boolean",
       { rsub = { { child = { child = { x = true } } } } })
     -- a message object inside the table, which only T{...} takes, names it too
-    raises("te.All.rsub[2].name: string expected, got boolean", { rsub = { Sub { x = 1 }, { name = true } } })
+    raises("te.All.rsub[1].name: string expected, got boolean", { rsub = { Sub { x = 1 }, { name = true } } })
   end)
 
   it("reads a proxy (no entries of its own, a metatable) through __index, __len and __pairs, as T{...} does", function()
@@ -363,11 +363,11 @@ describe("pc.encode(T, table)", function()
     local function raises(text, t) assert.are.equal(text, strip_position(same_error(All, t))) end
     raises("te.All.s: invalid UTF-8 at byte 1", { s = "\255" })
     raises("te.All.os: invalid UTF-8 at byte 3", { os = "ab\192\128" })
-    raises("te.All.rs[2]: invalid UTF-8 at byte 2", { rs = { "ok", "a\237\160\128" } })
+    raises("te.All.rs[1]: invalid UTF-8 at byte 2", { rs = { "ok", "a\237\160\128" } })
     raises('te.All.ms["k"]: invalid UTF-8 at byte 1', { ms = { k = "\128" } })
     raises('te.All.ms["\\226\\130"]: key: invalid UTF-8 at byte 1', { ms = { ["\226\130"] = "v" } })
     raises("te.All.sub.child.name: invalid UTF-8 at byte 4", { sub = { child = { name = "abc\255" } } })
-    raises("te.All.rsub[2].name: invalid UTF-8 at byte 1", { rsub = { {}, { name = "\255" } } })
+    raises("te.All.rsub[1].name: invalid UTF-8 at byte 1", { rsub = { {}, { name = "\255" } } })
     raises("te.All.mi[7].name: invalid UTF-8 at byte 1", { mi = { [7] = { name = "\255" } } })
     -- UTF-8 of every length is taken, bytes fields take any bytes
     same_bytes(All, { s = "caf\195\169", rs = { "\240\159\152\128" }, ms = { ["\226\130\172"] = "\195\169" },

@@ -1106,11 +1106,11 @@ describe("rules refused at load", function()
   end)
 
   it("refuses config rules naming no method, or not of HttpRule's shape", function()
-    -- every error of a rule names it "rule N", counted from 1; a JSON path (counting from 0) follows
+    -- every error of a rule names it "rule N", counted from 1; a path (counting from 0) follows
     assert.has_error(function() pc.transcoder(pool, { http = { rules = { { selector = "x.Y.Z", get = "/" } } } }) end,
       "http rules: rule 1: selector 'x.Y.Z' names no method of the services")
     assert.has_error(function() pc.transcoder(pool, { http = { rules = { { selector = "x", gett = "/" } } } }) end,
-      "http rules: rule 1: google.api.Http.rules[1].gett: no such field")
+      "http rules: rule 1: google.api.Http.rules[0].gett: no such field")
     assert.has_error(function() pc.transcoder(pool, { http = '{"rules": [{"selector": 1}]}' }) end,
       "http rules: rule 1: $.rules[0].selector: string expected, got a number at offset 24")
     local two = '{"selector": "example.v1.Messaging.Unbound", "get": "/a"}, {"selector": "x.Y.Z", "get": "/b"}'

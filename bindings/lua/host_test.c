@@ -1044,7 +1044,7 @@ static void bad_utf8(void) {
   CHECK(protocall_set_string(m, R, "tags", "ok", 2, a) == PROTOCALL_OK);
   CHECK(protocall_set_string(m, R, "tags", "ab\xff", 3, a) == PROTOCALL_OK);
   CHECK(protocall_encode(m, R, 0, a, &len, err, sizeof err) == NULL);
-  CHECK(strcmp(err, "demo.Route.tags[2]: invalid UTF-8 at byte 3") == 0);
+  CHECK(strcmp(err, "demo.Route.tags[1]: invalid UTF-8 at byte 3") == 0);
   protocall_Value k, v;
   memset(&k, 0, sizeof k);
   memset(&v, 0, sizeof v);
@@ -1071,7 +1071,7 @@ static void bad_utf8(void) {
   lua_setglobal(L, "bad_key");
   CHECK(run(L,
             "local ok, err = pcall(pc.encode, m)\n"
-            "assert(err:find('demo.Route.tags[2]: invalid UTF-8 at byte 3', 1, true), err)\n"
+            "assert(err:find('demo.Route.tags[1]: invalid UTF-8 at byte 3', 1, true), err)\n"
             "ok, err = pcall(pc.to_json, bad_key)\n"
             "assert(err:find('$.labels[\"k\\\\xc0\"]: string is not valid UTF-8', 1, true), err)\n"
             /* read and removed from Lua, so Lua can mend such a message */

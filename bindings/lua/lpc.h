@@ -178,8 +178,11 @@ void lpc_push_view(lua_State *L, const pc_MessageDef *def, pc_Message *msg, int 
 /* The message at 'idx' and its type, or NULL when it is not a message. */
 pc_Message *lpc_to_message(lua_State *L, int idx, const pc_MessageDef **def);
 
-/* As lpc_to_message, raising a bad-argument error when it is not one. */
-pc_Message *lpc_check_message(lua_State *L, int idx, const pc_MessageDef **def);
+/* As lpc_to_message, raising "bad argument #idx to 'fname' (message
+ * expected, got number)" when it is not one: named by 'fname', not by the
+ * call site, which a pcall or LuaJIT's wrapper of pc.clear (a tail call)
+ * leaves as '?' (lpc_arg_error). */
+pc_Message *lpc_check_message(lua_State *L, int idx, const char *fname, const pc_MessageDef **def);
 
 /* Pushes the weak table (__mode 'mode': "k", "v") the registry holds at
  * 'key', making it on first use, so opening the module again in a state

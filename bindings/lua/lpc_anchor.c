@@ -534,16 +534,9 @@ pc_Message *lpc_to_message(lua_State *L, int idx, const pc_MessageDef **def) {
   return kind == kLpc_Standalone ? p : *(pc_Message **)p;
 }
 
-static _Noreturn void not_a_message(lua_State *L, int idx) {
-  luaL_typeerror(L, idx, "message");
-#if defined(__GNUC__)
-  __builtin_unreachable();
-#endif
-}
-
-pc_Message *lpc_check_message(lua_State *L, int idx, const pc_MessageDef **def) {
+pc_Message *lpc_check_message(lua_State *L, int idx, const char *fname, const pc_MessageDef **def) {
   pc_Message *m = lpc_to_message(L, idx, def);
-  if (m == NULL) not_a_message(L, idx);
+  if (m == NULL) lpc_arg_type_error(L, idx, fname, "message");
   return m;
 }
 

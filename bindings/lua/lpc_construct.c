@@ -43,10 +43,13 @@ static const char *push_field_name(lua_State *L, const lpc_Path *at, const pc_Fi
   return s;
 }
 
-/* Replaces the name at the top with that of its element 'i', "demo.T.ids[3]",
- * and returns it. */
+/* Replaces the name at the top with that of its element 'i' (1-based, as
+ * Lua counts), and returns it: "demo.T.ids[2]" for i = 3, counted from 0
+ * as every path of a message's problems is (the encoder's, the required
+ * fields', JSON's, protovalidate's), as the C++ library's
+ * FindInitializationErrors counts. */
 static const char *add_index(lua_State *L, lua_Integer i) {
-  const char *s = lua_pushfstring(L, "%s[%I]", lua_tostring(L, -1), i);
+  const char *s = lua_pushfstring(L, "%s[%I]", lua_tostring(L, -1), i - 1);
   lua_remove(L, -2);
   return s;
 }
@@ -68,7 +71,7 @@ static const char *add_key(lua_State *L, int key) {
   return lua_tostring(L, -1);
 }
 
-/* Pushes the name of place 'p', "demo.T.ins[2]", and returns it. */
+/* Pushes the name of place 'p', "demo.T.ins[1]" (add_index), and returns it. */
 static const char *push_place(lua_State *L, const lpc_Path *p) {
   luaL_checkstack(L, 4, "message nesting too deep");
   push_field_name(L, p->up, p->f);
@@ -180,8 +183,8 @@ static int is_proxy(lua_State *L, int t) {
 }
 
 /* Pushes the name of element 'i' (1-based, as Lua counts) of list field
- * 'f' of the message 'visited' is converting, "demo.T.ids[3]", and returns
- * it. */
+ * 'f' of the message 'visited' is converting, "demo.T.ids[2]" for i = 3
+ * (add_index), and returns it. */
 static const char *push_elem_name(lua_State *L, const lpc_Build *visited, const pc_FieldDef *f,
                                   lua_Integer i) {
   push_field_name(L, visited->path, f);

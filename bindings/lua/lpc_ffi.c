@@ -235,7 +235,7 @@ static int lpc_ffi_slow(lua_State *L) {
  * struct p points to (to_struct true), or the struct's into m. */
 static int lpc_ffi_copy(lua_State *L) {
   const pc_MessageDef *def = lpc_check_type(L, 1), *mdef;
-  pc_Message *msg = lpc_check_message(L, 2, &mdef);
+  pc_Message *msg = lpc_check_message(L, 2, "ffi_copy", &mdef);
   if (mdef != def)
     return luaL_error(L, "%s message expected, got %s", def->full_name, mdef->full_name);
   void *body = body_at(L, 3);

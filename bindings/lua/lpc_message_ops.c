@@ -69,10 +69,17 @@ static uint8_t write_kind(const pc_FieldDef *f) {
 /* The field or oneof named by argument 'arg' of function 'fname' for the
  * message type; another name is a bad argument ("bad argument #2 to 'has'
  * (demo.Point.z: no such field)"). */
+/* The string (or number, as Lua converts it) at 'arg' of the function
+ * 'fname': luaL_checklstring's check, its error naming 'fname'. */
+static const char *check_string(lua_State *L, int arg, const char *fname, size_t *len) {
+  if (!lua_isstring(L, arg)) lpc_arg_type_error(L, arg, fname, "string");
+  return lua_tolstring(L, arg, len);
+}
+
 static const pc_FieldDef *check_field(lua_State *L, const pc_MessageDef *def, int arg,
                                       const char *fname, const pc_OneofDef **oneof) {
   size_t len;
-  const char *name = luaL_checklstring(L, arg, &len);
+  const char *name = check_string(L, arg, fname, &len);
   const pc_FieldDef *f = pc_MessageDef_FindFieldByName(def, name, len);
   if (f != NULL) return f;
   if (oneof != NULL) {
@@ -86,7 +93,7 @@ static const pc_FieldDef *check_field(lua_State *L, const pc_MessageDef *def, in
 /* -- present = pc.has(m, name)   (lua/protocall/message.lua) */
 static int lpc_message_has(lua_State *L) {
   const pc_MessageDef *def = NULL;
-  pc_Message *msg = lpc_check_message(L, 1, &def);
+  pc_Message *msg = lpc_check_message(L, 1, "has", &def);
   const pc_OneofDef *o = NULL;
   const pc_FieldDef *f = check_field(L, def, 2, "has", &o);
   if (f != NULL && !f->has_presence)
@@ -101,7 +108,7 @@ static int lpc_message_has(lua_State *L) {
  * pc.to_table and pc.to_text walk with. */
 static int lpc_message_is_set(lua_State *L) {
   const pc_MessageDef *def = NULL;
-  pc_Message *msg = lpc_check_message(L, 1, &def);
+  pc_Message *msg = lpc_check_message(L, 1, "is_set", &def);
   const pc_OneofDef *o = NULL;
   const pc_FieldDef *f = check_field(L, def, 2, "is_set", &o);
   lua_pushboolean(L,
@@ -146,7 +153,7 @@ static void clear_all(lua_State *L, pc_Message *msg, const pc_MessageDef *def) {
 /* -- pc.clear(m [, name])   (lua/protocall/message.lua) */
 static int lpc_message_clear(lua_State *L) {
   const pc_MessageDef *def = NULL;
-  pc_Message *msg = lpc_check_message(L, 1, &def);
+  pc_Message *msg = lpc_check_message(L, 1, "clear", &def);
   if (lua_isnoneornil(L, 2)) {
     clear_all(L, msg, def);
     return 0;
@@ -168,9 +175,9 @@ static int lpc_message_clear(lua_State *L) {
 /* -- name = pc.which_oneof(m, oneof)   (lua/protocall/message.lua) */
 static int lpc_message_which_oneof(lua_State *L) {
   const pc_MessageDef *def = NULL;
-  pc_Message *msg = lpc_check_message(L, 1, &def);
+  pc_Message *msg = lpc_check_message(L, 1, "which_oneof", &def);
   size_t len;
-  const char *name = luaL_checklstring(L, 2, &len);
+  const char *name = check_string(L, 2, "which_oneof", &len);
   const pc_OneofDef *o = pc_MessageDef_FindOneof(def, name, len);
   if (o == NULL)
     lpc_arg_error(
@@ -204,7 +211,7 @@ static void push_copy(lua_State *L, const pc_Message *src, const pc_MessageDef *
 /* -- copy = pc.clone(m)   (lua/protocall/message.lua) */
 static int lpc_message_clone(lua_State *L) {
   const pc_MessageDef *def = NULL;
-  pc_Message *src = lpc_check_message(L, 1, &def);
+  pc_Message *src = lpc_check_message(L, 1, "clone", &def);
   push_copy(L, src, def);
   return 1;
 }
@@ -231,7 +238,7 @@ static void merge(lua_State *L, int dst, int src) {
   dst = lua_absindex(L, dst);
   src = lua_absindex(L, src);
   const pc_MessageDef *def = NULL;
-  pc_Message *d = lpc_check_message(L, dst, &def), *s = lpc_to_message(L, src, NULL);
+  pc_Message *d = lpc_check_message(L, dst, "merge", &def), *s = lpc_to_message(L, src, NULL);
   int a = lpc_push_anchor(L, dst);
   lpc_ArenaBox *h = lpc_anchor_arena(L, a);
   for (uint32_t i = 0; i < def->field_count; i++) {
@@ -409,8 +416,9 @@ static int lpc_message_eq(lua_State *L) {
   return 1;
 }
 
-static const pc_FieldDef *check_extension(lua_State *L, const pc_MessageDef *def, int arg) {
-  const char *name = luaL_checkstring(L, arg);
+static const pc_FieldDef *check_extension(lua_State *L, const pc_MessageDef *def, int arg,
+                                          const char *fname) {
+  const char *name = check_string(L, arg, fname, NULL);
   const pc_FieldDef *f = lpc_has_nul(L, arg) ? NULL : pc_Pool_FindExtension(def->file->pool, name);
   if (f == NULL) {
     lpc_msg_error(L, "%s: no extension named '%s'", def->full_name, lpc_push_shown(L, arg));
@@ -425,8 +433,8 @@ static const pc_FieldDef *check_extension(lua_State *L, const pc_MessageDef *def
 /* -- v = pc.get_extension(m, "pkg.name")   (lua/protocall/message.lua) */
 static int lpc_message_get_extension(lua_State *L) {
   const pc_MessageDef *def = NULL;
-  pc_Message *msg = lpc_check_message(L, 1, &def);
-  const pc_FieldDef *f = check_extension(L, def, 2);
+  pc_Message *msg = lpc_check_message(L, 1, "get_extension", &def);
+  const pc_FieldDef *f = check_extension(L, def, 2, "get_extension");
   if (f->label == kPc_Label_Repeated) {
     int a = lpc_push_anchor(L, 1);
     lpc_ArenaBox *h = lpc_anchor_arena(L, a);
@@ -439,8 +447,8 @@ static int lpc_message_get_extension(lua_State *L) {
 /* -- pc.set_extension(m, "pkg.name", v)   (lua/protocall/message.lua) */
 static int lpc_message_set_extension(lua_State *L) {
   const pc_MessageDef *def = NULL;
-  pc_Message *msg = lpc_check_message(L, 1, &def);
-  const pc_FieldDef *f = check_extension(L, def, 2);
+  pc_Message *msg = lpc_check_message(L, 1, "set_extension", &def);
+  const pc_FieldDef *f = check_extension(L, def, 2, "set_extension");
   lua_settop(L, 3);
   lpc_Build visited = {0, 0, NULL};
   lpc_set_field(L, 1, msg, f, 3, &visited);
@@ -449,7 +457,7 @@ static int lpc_message_set_extension(lua_State *L) {
 
 /* -- bytes = core.unknown_fields(m)   (raw wire bytes kept, "" when none) */
 static int lpc_message_unknown(lua_State *L) {
-  pc_Message *msg = lpc_check_message(L, 1, NULL);
+  pc_Message *msg = lpc_check_message(L, 1, "unknown_fields", NULL);
   size_t n;
   const char *u = pc_Message_GetUnknown(msg, &n);
   lua_pushlstring(L, n ? u : "", n);
@@ -459,7 +467,7 @@ static int lpc_message_unknown(lua_State *L) {
 /* -- core.add_unknown_fields(m, bytes)   (appends raw wire bytes; for tests
  * and codecs: the bytes are not checked here) */
 static int lpc_message_add_unknown(lua_State *L) {
-  pc_Message *msg = lpc_check_message(L, 1, NULL);
+  pc_Message *msg = lpc_check_message(L, 1, "add_unknown_fields", NULL);
   size_t n;
   const char *s = luaL_checklstring(L, 2, &n);
   int a = lpc_push_anchor(L, 1);
@@ -472,7 +480,7 @@ static int lpc_message_add_unknown(lua_State *L) {
 /* -- bytes = core.arena_size(m)   (bytes the arena of m's anchor has taken
  * from the allocator, 0 when it has none: for tests and benchmarks) */
 static int lpc_message_arena_size(lua_State *L) {
-  lpc_check_message(L, 1, NULL);
+  lpc_check_message(L, 1, "arena_size", NULL);
   int a = lpc_push_anchor(L, 1);
   lpc_ArenaBox *h = luaL_testudata(L, a, LPC_ARENA_MT);
   if (h == NULL) {
@@ -493,7 +501,7 @@ static int lpc_message_is(lua_State *L) {
  * benchmarks and tests of the layout) */
 static int lpc_message_sizeof(lua_State *L) {
   const pc_MessageDef *def = NULL;
-  lpc_check_message(L, 1, &def);
+  lpc_check_message(L, 1, "sizeof", &def);
   lua_pushinteger(L, (lua_Integer)def->size);
   return 1;
 }

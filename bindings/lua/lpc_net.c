@@ -280,10 +280,7 @@ static int lpc_grpcchannel_start(lua_State *L) {
   pc_Error_Init(&err);
   b->call = pc_GrpcChannel_Start(cb->ch, path, &s, &err);
   if (b->call == NULL) return luaL_error(L, "%s", err.msg);
-  if (request != NULL) {
-    pc_GrpcCall_Send(b->call, request, request_len);
-    pc_GrpcCall_CloseSend(b->call);
-  }
+  if (request != NULL) pc_GrpcCall_SendLast(b->call, request, request_len);
   return 1;
 }
 

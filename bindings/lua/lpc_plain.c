@@ -797,7 +797,7 @@ int lpc_decode_plain(lua_State *L, int names, void *plan, const pc_MessageDef *d
 /* -- t = core.to_table(m)   (pc.to_table: message.lua checks m) */
 static int lpc_to_table(lua_State *L) {
   const pc_MessageDef *def;
-  const pc_Message *msg = lpc_check_message(L, 1, &def);
+  const pc_Message *msg = lpc_check_message(L, 1, "to_table", &def);
   lpc_push_type(L, def);
   lpc_push_plain(L, -1, msg, def);
   return 1;

@@ -427,25 +427,46 @@ static const char *const kFieldOptions[] = {"repeated",  "required", "optional",
                                             "json_name", "oneof",    "default",  NULL};
 static const char *const kExtensionOptions[] = {"repeated", "default", NULL};
 
+/* Raises "bad argument #arg to 'fname' (msg)" for the pool function
+ * 'fname': named by itself when bound to a pool ('base' 1: pc.message,
+ * whose caller may be a pcall or LuaJIT's tail call, which name it '?'),
+ * by Lua as a method's (pool:message: "bad argument #1 to 'message'"). */
+static _Noreturn void pool_arg_error(lua_State *L, int base, int arg, const char *fname,
+                                     const char *msg) {
+  if (base == 1) lpc_arg_error(L, arg, fname, msg);
+  luaL_argerror(L, arg, msg);
+#if defined(__GNUC__)
+  __builtin_unreachable();
+#endif
+}
+
+/* pool_arg_error when the value at 'arg' is not of Lua type 't' ('tname'). */
+static void pool_check_type(lua_State *L, int base, int arg, const char *fname, int t,
+                            const char *tname) {
+  if (lua_type(L, arg) != t)
+    pool_arg_error(L, base, arg, fname,
+                   lua_pushfstring(L, "%s expected, got %s", tname, lpc_type_name(L, arg)));
+}
+
 /* A full name argument: a string, not a number Lua would convert
  * ("bad argument #1 to 'message' (string expected, got number)"). */
-static const char *check_name(lua_State *L, int idx) {
-  if (lua_type(L, idx) != LUA_TSTRING) luaL_typeerror(L, idx, "string");
-  if (lpc_has_nul(L, idx)) luaL_argerror(L, idx, "a name holds no NUL byte");
-  return lua_tostring(L, idx);
+static const char *check_name(lua_State *L, int base, const char *fname) {
+  pool_check_type(L, base, base, fname, LUA_TSTRING, "string");
+  if (lpc_has_nul(L, base)) pool_arg_error(L, base, base, fname, "a name holds no NUL byte");
+  return lua_tostring(L, base);
 }
 
 /* -- T = pc.message(full_name, fields [, opts])   (lua/protocall/message.lua) */
 static int lpc_pool_message(lua_State *L) {
   int base, pidx;
   pc_Pool *pool = bound_pool(L, &base, &pidx);
-  const char *full = check_name(L, base);
-  luaL_checktype(L, base + 1, LUA_TTABLE);
+  const char *full = check_name(L, base, "message");
+  pool_check_type(L, base, base + 1, "message", LUA_TTABLE, "table");
   int fields = base + 1, opts = base + 2;
   int proto2 = 0;
   lua_settop(L, opts);
   if (!lua_isnoneornil(L, opts)) {
-    luaL_checktype(L, opts, LUA_TTABLE);
+    pool_check_type(L, base, opts, "message", LUA_TTABLE, "table");
     static const char *const kMessageOptions[] = {"syntax", "extensions", NULL};
     lpc_check_keys(L, opts, full, 0, kMessageOptions, "syntax or extensions");
     lua_getfield(L, opts, "syntax");
@@ -586,8 +607,8 @@ static int lpc_pool_message(lua_State *L) {
 static int lpc_pool_extend(lua_State *L) {
   int base, pidx;
   pc_Pool *pool = bound_pool(L, &base, &pidx);
-  const char *extendee = check_name(L, base);
-  luaL_checktype(L, base + 1, LUA_TTABLE);
+  const char *extendee = check_name(L, base, "extend");
+  pool_check_type(L, base, base + 1, "extend", LUA_TTABLE, "table");
   int list = base + 1;
   lua_settop(L, list);
   if (pc_Pool_IsFrozen(pool)) return luaL_error(L, "%s: the pool is frozen", extendee);
@@ -663,8 +684,8 @@ static int cmp_values(const void *x, const void *y) {
 static int lpc_pool_enum(lua_State *L) {
   int base, pidx;
   pc_Pool *pool = bound_pool(L, &base, &pidx);
-  const char *full = check_name(L, base);
-  luaL_checktype(L, base + 1, LUA_TTABLE);
+  const char *full = check_name(L, base, "enum");
+  pool_check_type(L, base, base + 1, "enum", LUA_TTABLE, "table");
   int values = base + 1, proto2 = 0;
   lua_settop(L, base + 2);
   if (lua_type(L, base + 2) == LUA_TTABLE) {
@@ -734,7 +755,10 @@ static int lpc_pool_enum(lua_State *L) {
 static int lpc_pool_type(lua_State *L) {
   int base, pidx;
   pc_Pool *pool = bound_pool(L, &base, &pidx);
-  const char *name = luaL_checkstring(L, base);
+  if (!lua_isstring(L, base))
+    pool_arg_error(L, base, base, "type",
+                   lua_pushfstring(L, "string expected, got %s", lpc_type_name(L, base)));
+  const char *name = lua_tostring(L, base);
   if (lpc_has_nul(L, base)) { /* no type's name holds one */
     lua_pushnil(L);
     return 1;
@@ -795,6 +819,9 @@ static void push_default(lua_State *L, const pc_FieldDef *f) {
 static int lpc_pool_fields(lua_State *L) {
   const pc_MessageDef *def = NULL;
   int arg = lua_type(L, 1) == LUA_TUSERDATA && luaL_testudata(L, 1, POOL_MT) ? 2 : 1;
+  if (luaL_testudata(L, arg, TYPE_MT) == NULL)
+    pool_arg_error(L, arg, arg, "fields",
+                   lua_pushfstring(L, "%s expected, got %s", TYPE_MT, lpc_type_name(L, arg)));
   def = lpc_check_type(L, arg);
   lua_createtable(L, (int)def->field_count, 0);
   for (uint32_t i = 0; i < def->field_count; i++) {

@@ -16,7 +16,7 @@
  * message or enum type's full name (or nil), label = "optional" |
  * "repeated"}. Raises on a non-message. */
 static int lpc_text_extensions(lua_State *L) {
-  pc_Message *msg = lpc_check_message(L, 1, NULL);
+  pc_Message *msg = lpc_check_message(L, 1, "text_extensions", NULL);
   size_t n;
   const pc_Extension *ext = pc_Message_Extensions(msg, &n);
   lua_createtable(L, (int)n, 0);

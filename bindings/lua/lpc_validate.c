@@ -73,7 +73,7 @@ static pc_ValidateStatus run(ValidatorBox *b, const pc_Message *msg, const pc_Me
  * 'truncated' true when the list stopped there. */
 static int lpc_validate(lua_State *L) {
   const pc_MessageDef *def;
-  const pc_Message *msg = lpc_check_message(L, 1, &def);
+  const pc_Message *msg = lpc_check_message(L, 1, "validate", &def);
   int fail_fast = lua_toboolean(L, 2), quiet = lua_toboolean(L, 3), legacy = lua_toboolean(L, 4);
   lua_Integer maxi = luaL_optinteger(L, 5, 0);
   size_t max = maxi > 0 ? (size_t)maxi : 0;

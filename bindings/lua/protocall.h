@@ -260,8 +260,9 @@ PROTOCALL_API int protocall_map_delete(pc_Message *msg, const pc_MessageDef *typ
  * by key (as pc.encode(m, {deterministic = true})). NULL with the message
  * in 'err' when memory runs out, nesting is too deep, a proto3 string is
  * not UTF-8 ("demo.Route.tags[2]: invalid UTF-8 at byte 3", its place from
- * the root and its first bad byte, 1-based) or a proto2 required field is
- * unset ("missing required fields: r.Req.name", as pc.encode). */
+ * the root, an index counted from 0, and its first bad byte, 1-based) or a
+ * proto2 required field is unset ("missing required fields: r.Req.name",
+ * as pc.encode). */
 PROTOCALL_API const char *protocall_encode(const pc_Message *msg, const pc_MessageDef *type,
                                            int deterministic, pc_Arena *arena, size_t *len,
                                            char *err, size_t errsize);

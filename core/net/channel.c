@@ -874,20 +874,31 @@ static int past_deadline(pc_GrpcCall *c) {
   return 1;
 }
 
-int pc_GrpcCall_Send(pc_GrpcCall *c, const void *msg, size_t len) {
+/* Queues one request message; with 'last' the sending side closes, both
+ * before anything is flushed. */
+static int send_message(pc_GrpcCall *c, const void *msg, size_t len, int last) {
+  int ok;
   if (c->waiting && !c->early && !c->send_closed) {
     keep_for_replay(c, msg, len);
-    if (!c->replayable) {
-      end_unkept(c);
-      return 0;
-    }
-    return 1;
+    ok = c->replayable;
+    if (!ok) end_unkept(c);
+  } else if (c->early || c->stream == NULL || c->send_closed || past_deadline(c)) {
+    ok = 0;
+  } else {
+    keep_for_replay(c, msg, len);
+    ok = pc_GrpcStream_Send(c->stream, msg, len);
   }
-  if (c->early || c->stream == NULL || c->send_closed || past_deadline(c)) return 0;
-  keep_for_replay(c, msg, len);
-  int ok = pc_GrpcStream_Send(c->stream, msg, len);
+  if (last) pc_GrpcCall_CloseSend(c);
   if (ok && c->conn) flush_out(c->conn); /* no wait for the next pump */
   return ok;
+}
+
+int pc_GrpcCall_Send(pc_GrpcCall *c, const void *msg, size_t len) {
+  return send_message(c, msg, len, 0);
+}
+
+int pc_GrpcCall_SendLast(pc_GrpcCall *c, const void *msg, size_t len) {
+  return send_message(c, msg, len, 1);
 }
 
 size_t pc_GrpcCall_Unsent(const pc_GrpcCall *c) {

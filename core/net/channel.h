@@ -147,6 +147,14 @@ pc_GrpcCall *pc_GrpcChannel_Start(pc_GrpcChannel *ch, const char *path,
  * or its sending side is closed. */
 int pc_GrpcCall_Send(pc_GrpcCall *call, const void *msg, size_t len);
 
+/* As pc_GrpcCall_Send then pc_GrpcCall_CloseSend, the end queued with the
+ * message before anything is sent: a unary or server-streaming call's
+ * request. Over HTTP/1.1 it then goes whole, framed by Content-Length; a
+ * call whose sending side is still open when its connection's engine is
+ * idle is a stream, its head written at once with Transfer-Encoding:
+ * chunked (http1_client.h). */
+int pc_GrpcCall_SendLast(pc_GrpcCall *call, const void *msg, size_t len);
+
 /* Request bytes queued and not yet sent (the peer's window is closed, or
  * the call waits for a connection: all it was sent, which it keeps):
  * a sender waits (pc_Grpc_Pump) while this is above its bound. */

@@ -128,7 +128,8 @@ static void read_pair(const pc_GrpcBuf *b, size_t *at, pc_Http1Header *f) {
 }
 
 /* Writes the request of the stream: whole with its length once it ended,
- * else its head and the body so far as a chunk ('chunked'). */
+ * else its head and the body so far (none when nothing was sent yet) as a
+ * chunk ('chunked'). */
 static void write_request(pc_Http1Client *c, int chunked) {
   pc_Alloc *alloc = c->h2.m.alloc;
   void *ud = c->h2.m.ud;
@@ -231,6 +232,7 @@ static int on_header(void *user, void *stream, const nghttp2_frame *frame, const
 
 /* A chunk of 'len' bytes of the streamed body onto the wire output. */
 static int write_chunk(pc_Http1Client *c, const void *data, size_t len) {
+  if (len == 0) return 1; /* (a chunk of 0 bytes would end the body) */
   size_t n = pc_Http1_WriteChunk(NULL, 0, data, len);
   if (!pc_GrpcBuf_Reserve(c->h2.m.alloc, c->h2.m.ud, &c->out, n)) return 0;
   c->out.len += pc_Http1_WriteChunk(c->out.p + c->out.len, n, data, len);
@@ -268,6 +270,21 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
       c->body_open = 0;
     }
   }
+  return 0;
+}
+
+/* The response ended (its last frame went to the engine) while the request
+ * body is still being sent (a server that answered early): the stream is
+ * reset NO_ERROR, as a gRPC server ends a call whose client has not
+ * finished, so the call ends with that response's status; next_exchange
+ * then ends the connection (the body was cut short). */
+static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *ud) {
+  pc_Http1Client *c = ud;
+  if (frame->hd.stream_id == 0 || frame->hd.stream_id != c->stream || !c->body_open) return 0;
+  if ((frame->hd.type == NGHTTP2_HEADERS || frame->hd.type == NGHTTP2_DATA) &&
+      (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) &&
+      nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, c->stream, NGHTTP2_NO_ERROR) != 0)
+    fail(c, "out of memory");
   return 0;
 }
 
@@ -323,7 +340,7 @@ static const pc_GrpcSessionRole kRole = {
     begin_headers,
     on_header,
     response_body,
-    {NULL, on_data_chunk, on_frame_recv, NULL, NULL, on_stream_close, NULL}};
+    {NULL, on_data_chunk, on_frame_recv, on_frame_send, NULL, on_stream_close, NULL}};
 
 static void resume(pc_Http1Client *c) {
   if (c->deferred && c->head_sent) {
@@ -584,7 +601,9 @@ void pc_Http1Client_Eof(pc_Http1Client *c) {
 }
 
 void pc_Http1Client_Idle(pc_Http1Client *c) {
-  if (!c->dead && c->phase == kGathering && c->head_in && c->body.len > 0) write_request(c, 1);
+  /* Its request has not ended with all the engine had: a stream whose
+   * messages follow, its head written now so the server starts the call. */
+  if (!c->dead && c->phase == kGathering && c->head_in) write_request(c, 1);
 }
 
 size_t pc_Http1Client_Output(pc_Http1Client *c, const char **data) {

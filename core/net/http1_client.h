@@ -19,10 +19,13 @@
  * and a channel opens another connection for concurrent calls. A request
  * whose stream's request ends (END_STREAM) before the engine is idle
  * (pc_Http1Client_Idle) is written whole, framed by Content-Length: unary
- * and server-streaming calls. One whose body has begun and goes on past
- * that (a client stream) is written with Transfer-Encoding: chunked, its
- * head and body so far at once, then each DATA frame as a chunk, the last
- * chunk at END_STREAM; its DATA is given back to the engine's flow control
+ * and server-streaming calls (a channel queues their message and
+ * END_STREAM together: pc_GrpcCall_SendLast). One still open then (a
+ * client or bidirectional stream, whose messages follow) is written with
+ * Transfer-Encoding: chunked at once, its head and the body so far (none
+ * when nothing was sent yet: the server sees the call before its first
+ * message), then each DATA frame as a chunk, the last chunk at
+ * END_STREAM; its DATA is given back to the engine's flow control
  * only while the unwritten output is under 256 KiB, so the engine's send
  * waits for the socket as for an HTTP/2 window. The response may begin
  * meanwhile (a server that fails the call early); a request body not
@@ -85,7 +88,8 @@ int pc_Http1Client_Recv(pc_Http1Client *c, const void *data, size_t len);
  * short fails the connection; idle, the connection just ends (GOAWAY). */
 void pc_Http1Client_Eof(pc_Http1Client *c);
 /* The engine has given all it has for now: a request whose header block
- * and some body arrived, not ended, goes out chunked (a client stream). */
+ * arrived, not ended, goes out chunked (a client or bidirectional stream:
+ * its head at once, the body so far, if any, as its first chunk). */
 void pc_Http1Client_Idle(pc_Http1Client *c);
 /* Bytes to write to the server, valid until _Wrote ('n' of them written). */
 size_t pc_Http1Client_Output(pc_Http1Client *c, const char **data);

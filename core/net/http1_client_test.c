@@ -5,8 +5,10 @@
  * time, the next on the same connection), Connection: close, gRPC-Web
  * chunked with its trailers message, trailers-only, a body until close
  * ended by the connection's loss, a malformed response failing the call
- * with the parser's reason, a cancelled call closing the connection, and
- * every allocation failing. */
+ * with the parser's reason, a cancelled call closing the connection, a
+ * client stream (chunked: its head at once, a chunk a message, the last
+ * chunk at close_send; a server answering early), and every allocation
+ * failing. */
 #include "testing/check.h"
 #include "testing/failalloc.h"
 #include "net/engine.h"
@@ -210,6 +212,86 @@ static void until_close_and_errors(void) {
   pc_GrpcEngine_Free(e);
 }
 
+/* Whether the output is exactly 'want' ('n' bytes). */
+static int out_is(const char *want, size_t n) {
+  return out_len == n && memcmp(out, want, n) == 0;
+}
+
+/* A stream opened with no message sent; NULL when it cannot open. */
+static pc_GrpcStream *stream(pc_GrpcEngine *e) {
+  pc_GrpcCallSettings set = {-1, NULL, 0, 0, 0, kPc_WebProtocol_GrpcWeb, 0, 0, NULL};
+  pc_Error err;
+  pc_Error_Init(&err);
+  return pc_GrpcEngine_Open(e, "/f.F/S", &set, NULL, &err);
+}
+
+/* The chunked path of a client stream: its head at once, before any
+ * message, each message a chunk as it is sent, the last chunk at
+ * close_send; then a server that answers before close_send. */
+static void client_stream(void) {
+  pc_GrpcEngine *e = engine(NULL);
+  pc_GrpcStream *s = stream(e);
+  CHECK(s != NULL);
+  drain(e);
+  CHECK(has("POST /f.F/S HTTP/1.1\r\nHost: example.test:80\r\n"));
+  CHECK(has("content-type: application/grpc-web+proto\r\n"));
+  CHECK(has("Transfer-Encoding: chunked\r\n\r\n"));
+  CHECK(!has("Content-Length"));
+  CHECK(out_len > 4 && memcmp(out + out_len - 4, "\r\n\r\n", 4) == 0); /* the head alone */
+  drain(e);
+  CHECK(out_len == 0); /* nothing until a message */
+  CHECK(pc_GrpcStream_Send(s, "one", 3));
+  drain(e);
+  static const char one[] = "8\r\n\0\0\0\0\x03one\r\n"; /* the 5-byte prefix and "one" */
+  CHECK(out_is(one, sizeof one - 1));
+  CHECK(pc_GrpcStream_Send(s, "second", 6));
+  drain(e);
+  static const char two[] = "b\r\n\0\0\0\0\x06second\r\n";
+  CHECK(out_is(two, sizeof two - 1));
+  pc_GrpcStream_CloseSend(s);
+  drain(e);
+  CHECK(out_is("0\r\n\r\n", 5));
+  static const char r[] = "HTTP/1.1 200 OK\r\ncontent-type: application/grpc-web+proto\r\n"
+                          "transfer-encoding: chunked\r\n\r\n7\r\n\0\0\0\0\x02hi\r\n"
+                          "0\r\ngrpc-status: 0\r\n\r\n";
+  CHECK(pc_GrpcEngine_Recv(e, r, sizeof r - 1));
+  drain(e);
+  CHECK(strcmp(next(s), "hi") == 0);
+  const pc_GrpcStatus *st = pc_GrpcStream_Status(s);
+  CHECK(st != NULL && st->code == kPc_Code_Ok);
+  pc_GrpcStream_Free(s);
+  drain(e);
+  CHECK(pc_GrpcEngine_CanOpen(e)); /* the request ended: kept alive */
+  /* A unary call next on it: Content-Length again. */
+  s = call(e, kPc_WebProtocol_GrpcWeb);
+  CHECK(s != NULL && has("Content-Length: 12\r\n") && !has("chunked"));
+  CHECK(pc_GrpcEngine_Recv(e, r, sizeof r - 1));
+  drain(e);
+  CHECK(strcmp(next(s), "hi") == 0);
+  pc_GrpcStream_Free(s);
+  drain(e);
+  /* A server that answers before close_send (it failed the call early):
+   * the call ends with its status (the stream reset NO_ERROR, as a gRPC
+   * server ends one); the body not ended, the connection takes no further
+   * request (GOAWAY). */
+  s = stream(e);
+  drain(e);
+  CHECK(has("POST /f.F/S HTTP/1.1\r\n") && has("Transfer-Encoding: chunked\r\n"));
+  CHECK(pc_GrpcStream_Send(s, "one", 3));
+  drain(e);
+  CHECK(out_is(one, sizeof one - 1));
+  static const char early[] = "HTTP/1.1 200 OK\r\ncontent-type: application/grpc-web+proto\r\n"
+                              "grpc-status: 3\r\ngrpc-message: no\r\ncontent-length: 0\r\n\r\n";
+  pc_GrpcEngine_Recv(e, early, sizeof early - 1); /* (0: the connection ends with the call) */
+  drain(e);
+  st = pc_GrpcStream_Status(s);
+  CHECK(st != NULL && st->code == kPc_Code_InvalidArgument && strcmp(st->message, "no") == 0);
+  pc_GrpcStream_Free(s);
+  drain(e);
+  CHECK(!pc_GrpcEngine_CanOpen(e));
+  pc_GrpcEngine_Free(e);
+}
+
 static void every_allocation_failing(void) {
   for (long at = 1;; at++) {
     fail_reset(at);
@@ -225,9 +307,19 @@ static void every_allocation_failing(void) {
       pc_GrpcStream *s2 = call(e, kPc_WebProtocol_ConnectUnary);
       pc_GrpcEngine_Recv(e, kUnary, sizeof kUnary - 1);
       drain(e);
+      pc_GrpcStream_Free(s2);
+      drain(e);
+      pc_GrpcStream *s3 = stream(e); /* a client stream: chunked */
+      drain(e);
+      if (s3) pc_GrpcStream_Send(s3, "one", 3);
+      drain(e);
+      if (s3) pc_GrpcStream_CloseSend(s3);
+      drain(e);
+      pc_GrpcEngine_Recv(e, r, sizeof r - 1);
+      drain(e);
       pc_GrpcEngine_Free(e);
       pc_GrpcStream_Free(s);
-      pc_GrpcStream_Free(s2);
+      pc_GrpcStream_Free(s3);
     }
     if (fail_live != 0) printf("leak at %ld: %lld\n", at, fail_live);
     CHECK(fail_live == 0);
@@ -240,6 +332,7 @@ int main(void) {
   connection_close();
   grpc_web_chunked();
   until_close_and_errors();
+  client_stream();
   every_allocation_failing();
   return CHECK_DONE();
 }

@@ -343,7 +343,7 @@ static int put_repeated(Enc *e, const pc_FieldDef *f, const pc_Array *arr) {
   if (f->type == kPc_Type_Message) {
     pc_Message *const *subs = (pc_Message *const *)(const void *)data;
     for (size_t i = arr->size; i-- > 0;)
-      if (!put_sub(e, f, subs[i])) return fail_in(e, "[%zu]", i + 1);
+      if (!put_sub(e, f, subs[i])) return fail_in(e, "[%zu]", i);
     return 1;
   }
   size_t elem = pc_FieldDef_ElemSize(f);
@@ -352,12 +352,12 @@ static int put_repeated(Enc *e, const pc_FieldDef *f, const pc_Array *arr) {
     const pc_StringView *strs = (const pc_StringView *)(const void *)data;
     int utf8 = checks_utf8(f);
     for (size_t i = arr->size; i-- > 0;)
-      if (!put_string(e, f, &strs[i], utf8)) return fail_in(e, "[%zu]", i + 1);
+      if (!put_string(e, f, &strs[i], utf8)) return fail_in(e, "[%zu]", i);
     return 1;
   }
   if (t == kPc_Type_Group) {
     for (size_t i = arr->size; i-- > 0;)
-      if (!put_element(e, f, data + i * elem)) return fail_in(e, "[%zu]", i + 1);
+      if (!put_element(e, f, data + i * elem)) return fail_in(e, "[%zu]", i);
     return 1;
   }
   /* unpacked numbers: each value and its tag in one reservation */

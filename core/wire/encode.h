@@ -54,9 +54,9 @@ typedef struct {
  * skip the check. On failure 'w' holds part of the encoding (free it) and
  * 'err' (may be NULL) says why and where, by the path from the root type as
  * pc_Message_CheckRequired names places (".name", "[\"key\"]" or "[n]",
- * ".(pkg.ext)"; an element's "[i]" from 1 as Lua counts, where the missing
- * required fields' list counts from 0); ": key" when a map key is what
- * failed; "..."
+ * ".(pkg.ext)"; an element's "[i]" counted from 0, as the missing
+ * required fields' list and the C++ library's FindInitializationErrors
+ * count); ": key" when a map key is what failed; "..."
  * for the outer steps of one too long for PC_ERROR_MAX; nesting too deep
  * names the root type alone). The place and the reason always show whole:
  * a root type name too long for them shows as "..." and its tail:

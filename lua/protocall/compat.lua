@@ -121,12 +121,16 @@ else
   function M.u64_decimal(v) return string.format("%u", v) end
   function M.u64_hex(v, width) return string.format("%0" .. width .. "x", v) end
   --- pairs(v): pairs that honours a userdata's __pairs (LuaJIT's does
-  -- not), for the message containers.
-  local getmetatable = debug.getmetatable
+  -- not), for the message containers. Raises "bad argument #1 to 'pairs'
+  -- (table expected, got number)" itself: LuaJIT's pairs, reached by a
+  -- tail call, names no function ('?') when pc.pairs is called from C
+  -- (a pcall).
+  local getmetatable, error = debug.getmetatable, error
   function M.pairs(v)
     if type(v) ~= "table" then
       local mt = getmetatable(v)
       if mt and mt.__pairs then return mt.__pairs(v) end
+      error("bad argument #1 to 'pairs' (table expected, got " .. type(v) .. ")", 2)
     end
     return pairs(v)
   end

@@ -17,14 +17,16 @@ local M = {}
 -- byte, "demo.Route.tags[2]: invalid UTF-8 at byte 3", and, unless
 -- `partial`, when a proto2 required field is unset anywhere in it:
 -- "missing required fields: r.Req.inner.id, r.Req.name" (every missing
--- path; "[i]" in repeated fields, "[\"key\"]" in maps).
+-- path; "[i]" in repeated fields, "[\"key\"]" in maps). An index in a
+-- path counts from 0, as the C++ library's FindInitializationErrors
+-- counts: "tags[2]" is the element Lua reads as m.tags[3].
 -- bytes = pc.encode(T, table [, opts]): a plain table as a message of
 -- type T, without making message objects (bindings/lua/lpc_table.c): the
 -- bytes of pc.encode(T(table), opts), and T{...}'s error (naming
--- type.field, with an element's index or an entry's key: "demo.T.ids[3]:
+-- type.field, with an element's index or an entry's key: "demo.T.ids[2]:
 -- integer expected, got string", "demo.T.labels[\"k\"]: ...",
 -- "demo.T.labels[1]: key: string expected, got number"; below the table's
--- own fields the whole path, "demo.T.ins[2].v: ...", "demo.T.ins[2].name:
+-- own fields the whole path, "demo.T.ins[1].v: ...", "demo.T.ins[1].name:
 -- invalid UTF-8 at byte 3") for a table T{...} refuses. A table with no entries of its own but a metatable (a proxy) is
 -- read through it, as T{...} reads it: a message's fields through
 -- __index, a list through __len and __index, a map through __pairs. An

@@ -360,14 +360,13 @@ M.value_offset = value_offset
 -- shape is then clear).
 -- "http rules: " and the error `err` of reading them, a rule's error
 -- led by "rule N: ", N counted from 1 as the selector's error counts
--- (M.compile): the JSON reader's path counts from 0 ("rule 2:
--- $.rules[1].get: ..."), a Lua table's from 1 ("rule 2:
--- google.api.Http.rules[2].get: ...").
+-- (M.compile), where a path counts from 0, the JSON reader's and a Lua
+-- table's alike ("rule 2: $.rules[1].get: ...", "rule 2:
+-- google.api.Http.rules[1].get: ...").
 local function rules_error(err)
   local i = err:match("^%$%.rules%[(%d+)%]") or err:match("^%$%.http%.rules%[(%d+)%]")
+    or err:match("^google%.api%.Http%.rules%[(%d+)%]")
   if i then return format("http rules: rule %d: %s", tonumber(i) + 1, err) end
-  i = err:match("^google%.api%.Http%.rules%[(%d+)%]")
-  if i then return format("http rules: rule %d: %s", tonumber(i), err) end
   return "http rules: " .. err
 end
 

@@ -854,8 +854,8 @@ local LB_POLICIES = { pick_first = true, round_robin = true, least_request = tru
 -- Connect over HTTP/1.1, TLS with ALPN http/1.1; one call per connection
 -- at a time, so concurrent calls open more connections, each kept alive
 -- for the next call; unary and server streaming, a client stream sent as
--- it goes (a chunked request body, each send a chunk once the connection
--- takes it, a send waiting while the connection's write buffer is full,
+-- it goes (a chunked request body, its head written when the call starts,
+-- each send a chunk once the connection takes it, a send waiting while the connection's write buffer is full,
 -- the response read after close_send); a bidirectional stream
 -- raises UNIMPLEMENTED "bidi streams require HTTP/2" when read before
 -- close_send, as connect-go refuses them; responses not read are held

@@ -907,7 +907,8 @@ describe("protocall gateway refusing to start", function()
       -- a google.api.Service's http member, a binding by its JSON name, a string's escapes before it
       ['{"name": "a\\"}", "http": {"rules": [{"selector": "s.S.M", "get": "/ok", "additionalBindings": '
         .. '[{"post": "/v1//x"}]}]}}'] =
-        ":1:105: http rules: rule 1: s.S.M: POST /v1//x: bad template: empty segment at offset 4",
+        ":1:105: http rules: rule 1, additional binding 1: s.S.M: POST /v1//x: bad template: empty segment at offset"
+          .. " 4",
       ['{"rules": [{"selector": "s.S.M", "custom": {"kind": "get", "path": "/x"}}]}'] =
         ":1:44: http rules: rule 1: s.S.M: get /x: custom kind 'get' never matches (methods are case-sensitive: GET)",
       ['{"rules": [{"selector": "s.S.M", "get": "/x"}, {"selector": "s.S.N"}]}'] =
@@ -997,6 +998,23 @@ describe("protocall gateway refusing to start", function()
     local ok, err = pcall(pc.listen, server, "127.0.0.1:0", { rest = true })
     assert.is_false(ok)
     assert.are.equal("pc.listen: rest: inv.v1.Inventory.Get (badann.proto:8:12): rule " .. why, tostring(err))
+    -- an additional binding's: its number (from 1) after the place
+    local extra = source:gsub('get: "/v1/items/{skew}"', 'get: "/v1/items/{sku}" additional_bindings { get: "/v1/x" }'
+      .. ' additional_bindings { get: "/v2/{skew}" }')
+    write(dir .. "/badann.proto", extra)
+    out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -listen 127.0.0.1:0 -I " .. q(dir)
+      .. " -proto badann.proto 127.0.0.1:1 2>&1; echo status $?")
+    local why2 = "GET /v2/{skew}: variable 'skew': no field 'skew' in inv.v1.GetReq"
+    assert.are.equal("protocall gateway: google.api.http of inv.v1.Inventory.Get (badann.proto:8:12), additional"
+      .. " binding 2: " .. why2 .. "\nstatus 1\n", out)
+    local pool2 = pc.pool()
+    assert(pool2:load(extra, { name = "badann.proto" }))
+    local server2 = pc.server({ ["inv.v1.Inventory"] = { Get = function() return {} end } }, { pool = pool2 })
+    local ok2, err2 = pcall(pc.listen, server2, "127.0.0.1:0", { rest = true })
+    assert.is_false(ok2)
+    assert.are.equal("pc.listen: rest: inv.v1.Inventory.Get (badann.proto:8:12), additional binding 2: rule " .. why2,
+      tostring(err2))
+    assert.are.equal(2, err2.additional)
     assert.are.equal(pc.HttpRuleError, getmetatable(err))
     assert.are.same({ "inv.v1.Inventory.Get", "badann.proto", 8, 12, "GET /v1/items/{skew}" },
       { err.method, err.file, err.line, err.column, err.pattern })
@@ -1018,7 +1036,16 @@ describe("protocall gateway refusing to start", function()
       -- an additional binding's body
       ['{"rules": [{"selector": "gw.Library.Echo", "get": "/e/{text}",\n "additional_bindings": [{"post": "/e",'
         .. ' "body": "nope"}]}]}'] =
-        ":2:49: http rules: rule 1: gw.Library.Echo: POST /e: body 'nope': no such top-level field in gw.EchoRequest",
+        ":2:49: http rules: rule 1, additional binding 1: gw.Library.Echo: POST /e: body 'nope': no such top-level"
+        .. " field in gw.EchoRequest",
+      -- a pattern that does not parse, in an additional binding (checked before the schema is read)
+      ['{"rules": [{"selector": "gw.Library.Echo", "get": "/e",\n "additional_bindings": [{"post": "/f"},'
+        .. ' {"get": "/g/{x"}]}]}'] =
+        ":2:50: http rules: rule 1, additional binding 2: gw.Library.Echo: GET /g/{x: bad template: unclosed '{'",
+      -- a clash with another method's google.api.http annotation: where its .proto source sets it
+      ['{"rules": [{"selector": "gw.Library.Echo", "get": "/v1/headers"}]}'] =
+        ":1:51: http rules: rule 1: gw.Library.Echo: GET /v1/headers: the same method and template as"
+        .. " gw.Library.Headers's rule GET /v1/headers (gateway/library.proto:110:12)",
       -- a template's variable: its pattern; a google.api.Service's http member
       ['{"http": {"rules": [{"selector": "gw.Library.Echo", "get": "/e"}, {"selector": "gw.Library.Echo",\n'
         .. ' "get": "/e/{nope}"}]}}'] =
@@ -1111,6 +1138,10 @@ describe("protocall gateway refusing to start", function()
     local f = assert(io.open(gw.log))
     local log = f:read("a")
     f:close()
+    -- said at start by the check of the upstream's services (its own connection's handshake)
+    assert.matches("protocall gateway: listening on [^\n]+\nprotocall gateway: warning: calls to the upstream"
+      .. " 127%.0%.0%.1:%d+ will fail: TLS handshake with 127%.0%.0%.1:%d+: [^\n]*wrong version number\n"
+      .. "  hint: the server answered TLS with plaintext: if it serves h2c, add %-plaintext\n", log)
     -- the hint with the line, said once for the calls failing alike
     local _, said = log:gsub("protocall gateway: upstream call gw%.Library%.GetBook failed: UNAVAILABLE: TLS "
       .. "handshake with 127%.0%.0%.1:%d+: [^\n]*wrong version number\n"

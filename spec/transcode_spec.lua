@@ -1032,13 +1032,14 @@ describe("rules refused at load", function()
     { 'get: "' .. ("/a"):rep(1000) .. '"', "r.S.M: rule GET " .. ("/a"):rep(100) .. "...: "
       .. "bad template: more than 64 segments" },
     { 'get: "/v1/x" additional_bindings { get: "/v1/y" additional_bindings { get: "/v1/z" } }',
-      "r.S.M: rule GET /v1/y: additional_bindings must not nest (one level only)" },
-    { 'get: "/v1/{name}" additional_bindings { get: "/v1/{sub.id}" }',
-      "r.S.M: rule GET /v1/{sub.id}: the same method and template as r.S.M's rule GET /v1/{name}" },
+      "r.S.M, additional binding 1: rule GET /v1/y: additional_bindings must not nest (one level only)" },
+    { 'get: "/v1/{name}" additional_bindings { get: "/v1/x" } additional_bindings { get: "/v1/{sub.id}" }',
+      "r.S.M, additional binding 2: rule GET /v1/{sub.id}: the same method and template as r.S.M's rule"
+      .. " GET /v1/{name} (r.proto:6:53)" },
   }
   for _, c in ipairs(cases) do
     -- (led by where r.proto sets the option: its line 6, column 53, not the rpc's 23)
-    it(c[1], function() assert.are.equal((c[2]:gsub("^r%.S%.M: ", "r.S.M (r.proto:6:53): ")), refused(c[1])) end)
+    it(c[1], function() assert.are.equal((c[2]:gsub("^r%.S%.M", "r.S.M (r.proto:6:53)")), refused(c[1])) end)
   end
 
   it("takes a template of 64 segments, and matches a path of any length without recursing deeper", function()
@@ -1070,7 +1071,14 @@ describe("rules refused at load", function()
     ]], { name = "r.proto" }))
     assert.has_error(function() pc.transcoder(p) end,
       "r.S.B (r.proto:5:43): rule GET /v1/things/{id}: the same method and template as r.S.A's rule"
-      .. " GET /v1/{name=things/*}")
+      .. " GET /v1/{name=things/*} (r.proto:4:43)")
+    -- a rule given apart that clashes with an annotation: where the annotation is; with one given apart: no place
+    assert.has_error(function() pc.transcoder(p, { http = { rules = { { selector = "r.S.B", get = "/v1/things/x" },
+      { selector = "r.S.A", get = "/v1/things/x" } } } }) end,
+      "http rules: rule 1: r.S.B: GET /v1/things/x: the same method and template as r.S.A's rule GET /v1/things/x")
+    assert.has_error(function() pc.transcoder(p, { http = { rules = { { selector = "r.S.B",
+      get = "/v1/{name=things/*}" } } } }) end, "http rules: rule 1: r.S.B: GET /v1/{name=things/*}: the same"
+      .. " method and template as r.S.A's rule GET /v1/{name=things/*} (r.proto:4:43)")
     -- other HTTP methods or verbs do not conflict
     assert(pc.transcoder(p, { http = { rules = { { selector = "r.S.B", post = "/v1/things/{id}:go", body = "*" } } } }))
   end)
@@ -1142,6 +1150,17 @@ describe("rules refused at load", function()
     assert.has_error(function() pc.transcoder(pool, { nope = 1 }) end,
       "bad argument #2 to 'transcoder' (unknown option 'nope')")
     assert.has_error(function() pc.transcoder(pool, { services = { "x.Nope" } }) end, "no service 'x.Nope' in the pool")
+    -- a service of the pool that is not served: said so, not as a typo
+    local served = pc.pool()
+    assert(served:load('syntax = "proto3"; package t; message M {}\n'
+      .. "service S { rpc Get(M) returns (M); }\nservice Other { rpc Get(M) returns (M); }\n", { name = "t.proto" }))
+    assert.has_error(function() pc.transcoder(served, { services = { "t.S" }, http = { rules = {
+      { selector = "t.Other.Get", get = "/o" } } } }) end,
+      "http rules: rule 1: selector 't.Other.Get': t.Other is not one of the services served")
+    assert.has_error(function() pc.transcoder(served, { services = { "t.S" }, http = { rules = {
+      { selector = "t.S.Nope", get = "/o" } } } }) end,
+      "http rules: rule 1: selector 't.S.Nope' names no method of the services")
+    assert(pc.transcoder(served, { http = { rules = { { selector = "t.Other.Get", get = "/o" } } } }))
     assert.has_error(function() pc.transcoder(42) end,
       "bad argument #1 to 'transcoder' (protocall.Pool expected, got number)")
   end)
@@ -1158,7 +1177,8 @@ describe("rules refused at load", function()
     local err = raised(pool, { http = '{"rules": [{"selector": "example.v1.Messaging.Unbound", "get": "/a",'
       .. ' "additional_bindings": [{"post": "/b"}, {"post": "/c", "body": "nope"}]}]}' })
     local problem = "body 'nope': no such top-level field in example.v1.Message"
-    assert.are.same({ message = "http rules: rule 1: example.v1.Messaging.Unbound: POST /c: " .. problem,
+    assert.are.same({ message = "http rules: rule 1, additional binding 2: example.v1.Messaging.Unbound: POST /c: "
+      .. problem,
       problem = problem, method = "example.v1.Messaging.Unbound", pattern = "POST /c", rule = 1, additional = 2,
       path = { "rules", 0, "additional_bindings", 1, "body" } }, err)
     err = raised(pool, { http = { rules = { { selector = "example.v1.Messaging.Unbound", get = "/a" },

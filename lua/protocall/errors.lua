@@ -92,7 +92,14 @@ M.RetryError = RetryError
 -- listener:set_server (`context` "pc.listen: rest" then). `message` is
 -- the whole text ("http rules: rule 2: t.S.Get: GET /v1/{nope}: variable
 -- 'nope': no field 'nope' in t.Req", "t.S.Get (t.proto:8:12): rule GET
--- /v1/{nope}: ..."); `problem` what is wrong with the binding ("variable
+-- /v1/{nope}: ..."; an additional binding's numbered, from 1, after the
+-- rule or the place: "http rules: rule 2, additional binding 1: ...",
+-- "t.S.Get (t.proto:8:12), additional binding 1: rule GET /v2/{x}: ...";
+-- a route another method has, that method's rule and, for an annotation
+-- from .proto source, where: "... the same method and template as
+-- t.S.List's rule GET /v1/x (t.proto:5:12)"; a selector of a service of
+-- the pool not served: "http rules: rule 1: selector 't.O.Get': t.O is
+-- not one of the services served"); `problem` what is wrong with the binding ("variable
 -- 'nope': no field 'nope' in t.Req"); `method` the method's full name
 -- (nil for a selector naming no method: `selector` then); `pattern` the
 -- binding's ("GET /v1/{nope}", "?" without one); `rule` its number among

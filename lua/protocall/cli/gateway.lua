@@ -388,7 +388,9 @@ local CHECK_LISTED = 20
 -- its read bounded by CHECK_SECONDS, over a connection of its own (a
 -- failed attempt leaves the calls' channel without a reconnection
 -- backoff); an upstream without reflection, not reachable or not
--- answering in time is not checked, and nothing is said.
+-- answering in time is not checked, and nothing is said, but for a TLS
+-- handshake that a plaintext upstream answered (no -plaintext): that
+-- warning and print_error's hint line (add -plaintext).
 local function check_served(flags, target, services)
   local transport = common.connect(flags, target, "gateway")
   local opts = common.reflection_options(flags, "gateway")
@@ -398,6 +400,14 @@ local function check_served(flags, target, services)
     local ok, listed = pcall(r.services)
     r.close()
     transport:close()
+    -- a TLS handshake a plaintext upstream answered: said now, not at the first call (the
+    -- upstream may yet change: serving goes on)
+    local hint = not ok and common.plaintext_hint(type(listed) == "table" and listed.message, flags)
+    if hint then
+      stderr:write(format("protocall gateway: warning: calls to the upstream %s will fail: %s\n  %s\n", shown(target),
+        without_hint(listed.message), hint))
+      stderr:flush()
+    end
     if not ok then return end
     local have, missing, names = {}, {}, {}
     for i, s in ipairs(listed) do
@@ -522,14 +532,15 @@ end
 -- fault (its selector, body, response_body or pattern), as its JSON
 -- errors are ("-rules 'FILE':3:17: http rules: rule 2: ..."); a
 -- google.api.http annotation (the rule's method, where its .proto source
--- sets the option when known) as "google.api.http of pkg.S.M
--- (x.proto:13:12): GET /v1/x: ..."; else "rest: ...". nil for any other
--- error.
+-- sets the option when known, an additional binding's number from 1) as
+-- "google.api.http of pkg.S.M (x.proto:13:12), additional binding 2: GET
+-- /v1/x: ..."; else "rest: ...". nil for any other error.
 local function rules_error(err, rules)
   if getmetatable(err) ~= pc.HttpRuleError then return nil end
   if err.method and not err.rule then
-    return format("google.api.http of %s%s: %s: %s", err.method, err.line and format(" (%s:%d:%d)", err.file,
-      err.line, err.column) or "", err.pattern, err.problem), true
+    return format("google.api.http of %s%s%s: %s: %s", err.method, err.line and format(" (%s:%d:%d)", err.file,
+      err.line, err.column) or "", err.additional and format(", additional binding %d", err.additional) or "",
+      err.pattern, err.problem), true
   end
   if not (rules and err.rule) then return "rest: " .. err.message, false end
   return placed(rules, err.path and offset_of(rules.http, err.path), err.message), true

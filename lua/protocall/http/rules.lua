@@ -186,15 +186,16 @@ local function compile(self, m, rule, nested, n, unbound)
       local place = nested and { "rules", n - 1, "additional_bindings", nested - 1 } or { "rules", n - 1 }
       place[#place + 1] = member or which_oneof(rule, "pattern")
       e.path = place
-      e.message = format("http rules: rule %d: %s: %s: %s", n, m.full_name, pattern, problem)
+      e.message = format("http rules: rule %d%s: %s: %s: %s", n, nested and format(", additional binding %d", nested)
+        or "", m.full_name, pattern, problem)
     else
       if not unbound then
         -- where the source sets the option, else declares the method
         local set = m.option_positions and m.option_positions[HTTP_OPTION] or m
         e.file, e.line, e.column = m.file, set.line, set.column
       end
-      e.message = format("%s%s: rule %s: %s", m.full_name, e.line and format(" (%s:%d:%d)", e.file, e.line,
-        e.column) or "", pattern, problem)
+      e.message = format("%s%s%s: rule %s: %s", m.full_name, e.line and format(" (%s:%d:%d)", e.file, e.line,
+        e.column) or "", nested and format(", additional binding %d", nested) or "", pattern, problem)
     end
     return nil, setmetatable(e, HttpRuleError)
   end
@@ -208,6 +209,9 @@ local function compile(self, m, rule, nested, n, unbound)
     body = rule.body, response_body = rule.response_body,
     fully_decode = self.fully_decode, bound = {}, rule = n, additional = nested, unbound = unbound,
   }
+  -- (where an annotation's .proto source sets the option, for another rule's clash with it)
+  local set = not n and not unbound and (m.option_positions and m.option_positions[HTTP_OPTION] or m)
+  if set and set.line then route.where = format(" (%s:%d:%d)", m.file, set.line, set.column) end
   for _, v in ipairs(t.vars) do
     local fields, err = resolve(cache, pool, m.input, v.path)
     if not fields then return at(format("variable '%s': %s", shown(v.field), err)) end
@@ -251,8 +255,8 @@ local function compile(self, m, rule, nested, n, unbound)
   end
   local ok, other = self.router:add(t, http_method, route)
   if not ok then
-    return at(format("the same method and template as %s's rule %s", other.method,
-      describe(other.http_method, other.template)))
+    return at(format("the same method and template as %s's rule %s%s", other.method,
+      describe(other.http_method, other.template), other.where or ""))
   end
   self.routes[#self.routes + 1] = route
   return route
@@ -460,14 +464,16 @@ function M.binding_problem(http)
   for i, rule in mipairs(http.rules) do
     local path, selector = { "rules", i - 1 }, rule.selector
     local b, why, pattern = binding(rule, false)
+    local nested
     for j, extra in mipairs(rule.additional_bindings) do
       if not b then break end
       b, why, pattern = binding(extra, true)
-      if not b then path, rule = { "rules", i - 1, "additional_bindings", j - 1 }, extra end
+      if not b then path, rule, nested = { "rules", i - 1, "additional_bindings", j - 1 }, extra, j end
     end
     if not b then
       path[#path + 1] = which_oneof(rule, "pattern")
-      return format("http rules: rule %d: %s: %s: %s", i, shown(selector), pattern, why), path
+      return format("http rules: rule %d%s: %s: %s: %s", i, nested and format(", additional binding %d", nested)
+        or "", shown(selector), pattern, why), path
     end
   end
   return nil
@@ -516,7 +522,12 @@ function M.compile(pool, services, opts)
     for i, rule in mipairs(http.rules) do
       local sel = rule.selector
       if not methods[sel] then
+        -- a service of the pool that is not served, else a typo
+        local sname = sel:match("^(.+)%.[^.]+$")
         local problem = format("selector '%s' names no method of the services", shown(sel))
+        if sname and wanted and not wanted[sname] and pool:service(sname) then
+          problem = format("selector '%s': %s is not one of the services served", shown(sel), shown(sname))
+        end
         return nil, HttpRuleError { message = format("http rules: rule %d: %s", i, problem), problem = problem,
           selector = sel, rule = i, path = { "rules", i - 1, "selector" } }
       end

@@ -527,20 +527,25 @@ end
 
 -- The failure `err` of pc.listen's rest option (pc.listen's or
 -- listener:set_server's pc.HttpRuleError) as the gateway says it, and
--- whether it is named for its rule: a rule of the -rules file `rules`
+-- whether it names a rule of the -rules file: a rule of the -rules file `rules`
 -- (placed's; nil: none) at the file's line:col of the rule's member at
 -- fault (its selector, body, response_body or pattern), as its JSON
 -- errors are ("-rules 'FILE':3:17: http rules: rule 2: ..."); a
 -- google.api.http annotation (the rule's method, where its .proto source
 -- sets the option when known, an additional binding's number from 1) as
 -- "google.api.http of pkg.S.M (x.proto:13:12), additional binding 2: GET
--- /v1/x: ..."; else "rest: ...". nil for any other error.
+-- /v1/x: ..."; a route -unbound made (no annotation) as "-unbound route
+-- of pkg.S.M: POST /pkg.S/M: ..."; else "rest: ...". nil for any other
+-- error.
 local function rules_error(err, rules)
   if getmetatable(err) ~= pc.HttpRuleError then return nil end
+  if err.unbound and err.method then -- -unbound's own route, no annotation's
+    return format("-unbound route of %s: %s: %s", err.method, err.pattern, err.problem), false
+  end
   if err.method and not err.rule then
     return format("google.api.http of %s%s%s: %s: %s", err.method, err.line and format(" (%s:%d:%d)", err.file,
       err.line, err.column) or "", err.additional and format(", additional binding %d", err.additional) or "",
-      err.pattern, err.problem), true
+      err.pattern, err.problem), false
   end
   if not (rules and err.rule) then return "rest: " .. err.message, false end
   return placed(rules, err.path and offset_of(rules.http, err.path), err.message), true

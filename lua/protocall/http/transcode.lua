@@ -297,7 +297,18 @@ end
 -- string)": counts are integers (max_depth 1..1000), flags booleans,
 -- `services` and `headers` lists of strings (header names), `json` only
 -- pc.to_json's options.
-function M.transcoder(pool, opts)
+local transcoder
+function M.transcoder(pool, opts) return transcoder(pool, opts, tostring) end
+
+-- M.transcoder_raising_object(pool, opts): M.transcoder raising a bad
+-- rule's pc.HttpRuleError itself (for pc.listen's rest option,
+-- lua/protocall/rpc/rest.lua).
+function M.transcoder_raising_object(pool, opts)
+  return transcoder(pool, opts, function(err) return err end)
+end
+
+-- (a tail call of both: error levels count from their caller)
+function transcoder(pool, opts, rule_error)
   if opts == nil and type(pool) == "table" then pool, opts = nil, pool end
   pool = pool or schema.default_pool()
   if not schema.is_pool(pool) then argerror("transcoder", "protocall.Pool expected, got " .. type(pool), 2) end
@@ -309,7 +320,7 @@ function M.transcoder(pool, opts)
   local problem = options_problem(opts)
   if problem then argerror("transcoder", problem, 2, 2) end
   local set, err = rules.compile(pool, opts.services, opts)
-  if not set then error(tostring(err), 2) end
+  if not set then error(rule_error(err), 2) end
   -- the allow-list by lowercased name; `first`: the first bytes (either
   -- case) a header tc:metadata reads can begin with, "grpc-*" or allowed
   local allow, first = {}, { [byte("g")] = true, [byte("G")] = true }

@@ -71,7 +71,7 @@ function M.transcoder(server, opt, max_receive)
   end
   opts.services = M.services(server)
   opts.max_body_bytes = max_receive or 4194304
-  local transcoder = require("protocall.http.transcode").transcoder
+  local transcoder = require("protocall.http.transcode").transcoder_raising_object
   local ok, tc = pcall(transcoder, server.pool, opts)
   if not ok and getmetatable(tc) == HttpRuleError then
     tc.context = "pc.listen: rest"

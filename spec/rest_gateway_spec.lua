@@ -1025,8 +1025,18 @@ describe("protocall gateway refusing to start", function()
       .. q(dir .. "/badann.pb") .. " 127.0.0.1:1 2>&1; echo status $?")
     os.remove(dir .. "/badann.proto")
     os.remove(dir .. "/badann.pb")
-    os.remove(dir)
     assert.are.equal("protocall gateway: google.api.http of inv.v1.Inventory.Get: " .. why .. "\nstatus 1\n", out)
+    -- a route -unbound makes is not an annotation: said so
+    write(dir .. "/ub.proto", 'syntax = "proto3";\npackage ub;\nimport "google/api/annotations.proto";\n'
+      .. "message M { string x = 1; }\nservice S {\n"
+      .. '  rpc A(M) returns (M) { option (google.api.http) = { post: "/ub.S/B" body: "*" }; }\n'
+      .. "  rpc B(M) returns (M);\n}\n")
+    out = R.capture("timeout 10 " .. BIN .. " gateway -plaintext -unbound -listen 127.0.0.1:0 -I " .. q(dir)
+      .. " -proto ub.proto 127.0.0.1:1 2>&1; echo status $?")
+    os.remove(dir .. "/ub.proto")
+    os.remove(dir)
+    assert.are.equal("protocall gateway: -unbound route of ub.S.B: POST /ub.S/B: the same method and template as"
+      .. " ub.S.A's rule POST /ub.S/B (ub.proto:6:33)\nstatus 1\n", out)
   end)
 
   it("exits naming the rule (from 1), its method and pattern, whose pattern does not fit the schema, at the"

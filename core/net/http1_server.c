@@ -192,7 +192,7 @@ static void on_response_head(pc_Http1ServerConn *c, int end) {
   /* a HEAD's or a 204's (a driver's, pc_GrpcServerCall_Respond): no body
    * comes, the head goes at the end */
   c->hold = !stream || c->head_req || c->status == 204;
-  if (end || c->hold) return;       /* written at the end, with its length */
+  if (end || c->hold) return; /* written at the end, with its length */
   c->chunked = c->minor >= 1;
   if (!response_head(c, c->chunked ? kPc_Http1Body_Chunked : kPc_Http1Body_Close, 0))
     fail(c, "cannot write a response head");

@@ -498,7 +498,8 @@ static void web_calls(void) {
     CHECK(strstr((const char *)cst(bad)->data, "query parameter 'encoding' must be") != NULL);
     CHECK(cst(good)->closed && has(cst(good)->headers, ":status=200;"));
     CHECK(cst(opt)->closed && has(cst(opt)->headers, ":status=204;"));
-    CHECK(has(cst(opt)->headers, "allow=OPTIONS, POST;") && !has(cst(opt)->headers, "content-length"));
+    CHECK(has(cst(opt)->headers, "allow=OPTIONS, POST;") &&
+          !has(cst(opt)->headers, "content-length"));
     for (int i = 0; i < 5; i++) pc_GrpcServerCall_Free(s[i]);
     pc_GrpcServerConn_Free(c);
   }

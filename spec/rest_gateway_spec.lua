@@ -483,6 +483,16 @@ describe("protocall gateway", function()
       assert.are.equal("GET, POST, PATCH", h["access-control-allow-methods"])
       assert.matches(", X%-User%-Agent, authorization, X%-Req, grpc%-metadata%-tenant$",
         h["access-control-allow-headers"])
+      -- a plain OPTIONS (no Access-Control-Request-Method) of a REST route or a method's path: 204
+      -- with the Allow its 405 would list (it was that 405, OPTIONS in its Allow: RFC 9110 9.3.7)
+      for _, h2 in ipairs { false, true } do
+        for path, allow in pairs { ["/v1/shelves/1/books/2"] = "GET, HEAD, OPTIONS, PATCH",
+          ["/gw.Library/Echo"] = "OPTIONS, POST" } do
+          code, _, h = G.request(gw, path, { method = "OPTIONS", http2 = h2 })
+          assert.are.equal(204, code, path)
+          assert.are.equal(allow, h["allow"], path)
+        end
+      end
       local body
       code, body, h = G.request(gw, "/v1/shelves/1/books/2", { headers = { "Origin: https://app.example" } })
       assert.are.equal(200, code, body)

@@ -255,13 +255,22 @@ describe("CORS on pc.listen", function()
   end)
 
   it("with rest, lists OPTIONS in a REST path's Allow, its preflights answered", function()
-    -- (a plain OPTIONS was 405 "Allow: GET, HEAD, PATCH, PUT", no OPTIONS)
+    -- (a plain OPTIONS was 405 "Allow: GET, HEAD, PATCH, PUT", no OPTIONS; with cors then 405
+    -- though its Allow listed OPTIONS: 204 now, RFC 9110 9.3.7, over HTTP/1.1 with no body)
     for _, on in ipairs { true, false } do
       serving({ cors = on and cors or nil, rest = { http = RULES } }, function(port)
         for _, version in ipairs { "--http1.1", "--http2-prior-knowledge" } do
           local a = curl(version .. " -X OPTIONS http://127.0.0.1:" .. port .. "/v1/add/1")
-          assert.matches("^HTTP/[%d.]+ 405", a)
+          assert.matches(on and "^HTTP/[%d.]+ 204" or "^HTTP/[%d.]+ 405", a)
           assert.are.equal(on and "GET, HEAD, OPTIONS, PATCH, PUT" or "GET, HEAD, PATCH, PUT", header(a, "allow"))
+          -- a method's path: its 405's Allow ("OPTIONS, POST" with cors), 204 with cors
+          a = curl(version .. " -X OPTIONS http://127.0.0.1:" .. port .. "/web.Calc/Add")
+          assert.matches(on and "^HTTP/[%d.]+ 204" or "^HTTP/[%d.]+ 405", a)
+          assert.are.equal(on and "OPTIONS, POST" or "POST", header(a, "allow"))
+          if on then assert.is_true(ends(a, "\n\n"), a) end
+          -- a path of neither: REST's 404
+          a = curl(version .. " -X OPTIONS http://127.0.0.1:" .. port .. "/v1/nope")
+          assert.matches("^HTTP/[%d.]+ 404", a)
         end
       end)
     end
@@ -480,6 +489,39 @@ describe("Connect GET served by pc.listen", function()
     end)
   end)
 
+  it("checks a GET's path, then its method, then its query, as connect-go", function()
+    -- (each was 400 "Connect GET: query parameter 'encoding' is missing": the query was read first)
+    serving(nil, function(port)
+      local url = "'http://127.0.0.1:" .. port
+      for _, version in ipairs { "--http1.1", "--http2-prior-knowledge" } do
+        -- a path that names no method: what its POST gets, 404 UNIMPLEMENTED (a HEAD its head)
+        for _, path in ipairs { "/v1/books/1", "/nothing", "/web.Calc/Nope?connect=v1" } do
+          local a = curl(version .. " " .. url .. path .. "'")
+          assert.matches("^HTTP/[%d.]+ 404", a)
+          assert.are.equal('{"code":"unimplemented","message":"unknown method ' .. path:match("^[^?]*") .. '"}',
+            a:match("\n\n(.*)$"))
+          a = curl(version .. " -I " .. url .. path .. "'")
+          assert.matches("^HTTP/[%d.]+ 404", a)
+          assert.is_true(ends(a, "\n\n"), a)
+        end
+        -- a method with side effects, a stream: 405 whatever the query
+        for _, q in ipairs { "", "?connect=v1", "?connect=v1&encoding=xml" } do
+          for _, method in ipairs { "Add", "Count" } do
+            for _, head in ipairs { "", "-I " } do
+              local a = curl(version .. " " .. head .. url .. "/web.Calc/" .. method .. q .. "'")
+              assert.matches("^HTTP/[%d.]+ 405", a)
+              assert.are.equal("POST", header(a, "allow"))
+            end
+          end
+        end
+        -- a method that takes GETs: then the query
+        local a = curl(version .. " " .. url .. "/web.Calc/Mul?connect=v1'")
+        assert.matches("^HTTP/[%d.]+ 400", a)
+        assert.matches("query parameter 'encoding' is missing", a, 1, true)
+      end
+    end)
+  end)
+
   it("refuses GET for a method with side effects or a stream: 405 Allow: POST, as connect-go", function()
     serving(nil, function(port)
       for _, version in ipairs { "--http1.1", "--http2-prior-knowledge" } do
@@ -568,9 +610,17 @@ describe("Connect GET served by pc.listen", function()
               end
             end
           end
-          -- a plain OPTIONS (no preflight) too; to a path that names no method, what its POST gets: 415
-          local a = curl(version .. " -X OPTIONS " .. url .. "Add'")
-          assert.are.equal("405", a:match("^HTTP/[%d.]+ (%d+)"), a)
+          -- a plain OPTIONS (no preflight) too, 204 with that Allow where cors answers the path's
+          -- preflights (it was 405 though its Allow listed OPTIONS); to a path that names no method,
+          -- what its POST gets: 415
+          for method, allow in pairs { Add = "POST", Mul = "GET, POST" } do
+            local a = curl(version .. " -X OPTIONS " .. url .. method .. "'")
+            assert.are.equal(on and "204" or "405", a:match("^HTTP/[%d.]+ (%d+)"), a)
+            assert.are.equal(on and (allow:gsub("POST", "OPTIONS, POST")) or allow, header(a, "allow"))
+            if on then assert.is_nil(header(a:lower(), "content-length"), a) end
+          end
+          local a = curl(version .. " -X OPTIONS " .. url .. "Nope'")
+          assert.are.equal("415", a:match("^HTTP/[%d.]+ (%d+)"), a)
           a = curl(version .. " -X PUT -H 'content-type: application/proto' " .. url .. "Nope'")
           assert.are.equal("415", a:match("^HTTP/[%d.]+ (%d+)"), a)
         end

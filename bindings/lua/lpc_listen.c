@@ -276,6 +276,25 @@ static int lpc_scall_not_allowed(lua_State *L) {
   return 0;
 }
 
+/* -- call:answer_options(get): answers an OPTIONS request to a method's
+ * path HTTP 204 "Allow: OPTIONS, POST" ("GET, OPTIONS, POST" when `get`
+ * is true: the method takes a Connect GET), RFC 9110 9.3.7; a listener
+ * with cors answers a plain OPTIONS (no Access-Control-Request-Method) so */
+static int lpc_scall_answer_options(lua_State *L) {
+  pc_GrpcServerCall_AnswerOptions(check_call(L),
+                                  lua_toboolean(L, 2) ? "GET, OPTIONS, POST" : "OPTIONS, POST");
+  return 0;
+}
+
+/* -- call:read_query() -> whether the call goes on: reads a Connect GET's
+ * query into its request (codec, compression, message, deadline) once its
+ * path and method are known to take it; false when the query was bad (the
+ * engine answered it, invalid_argument) or the call is over */
+static int lpc_scall_read_query(lua_State *L) {
+  lua_pushboolean(L, pc_GrpcServerCall_ReadQuery(check_call(L)));
+  return 1;
+}
+
 /* -- call:http_version() -> 2, or 1 over HTTP/1.x */
 static int lpc_scall_http_version(lua_State *L) {
   lua_pushinteger(L, pc_GrpcServerCall_HttpVersion(check_call(L)));
@@ -460,6 +479,8 @@ void lpc_open_listen(lua_State *L) {
                                   {"http_version", lpc_scall_http_version},
                                   {"http_method", lpc_scall_http_method},
                                   {"not_allowed", lpc_scall_not_allowed},
+                                  {"answer_options", lpc_scall_answer_options},
+                                  {"read_query", lpc_scall_read_query},
                                   {"content_type", lpc_scall_content_type},
                                   {"set_http", lpc_scall_set_http},
                                   {"respond", lpc_scall_respond},

@@ -189,8 +189,10 @@ static void on_response_head(pc_Http1ServerConn *c, int end) {
    * held and written with it; others go as they come */
   int stream = c->proto == kPc_WebProtocol_GrpcWeb || c->proto == kPc_WebProtocol_GrpcWebText ||
                c->proto == kPc_WebProtocol_ConnectStream || !c->resp_length;
-  c->hold = !stream || c->head_req; /* a HEAD's: no body comes, the head goes at the end */
-  if (end || c->hold) return;       /* written at the end, with its length */
+  /* a HEAD's or a 204's (a driver's, pc_GrpcServerCall_Respond): no body
+   * comes, the head goes at the end */
+  c->hold = !stream || c->head_req || c->status == 204;
+  if (end || c->hold) return; /* written at the end, with its length */
   c->chunked = c->minor >= 1;
   if (!response_head(c, c->chunked ? kPc_Http1Body_Chunked : kPc_Http1Body_Close, 0))
     fail(c, "cannot write a response head");

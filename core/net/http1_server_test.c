@@ -6,7 +6,8 @@
  * 100-continue, Connection: close and HTTP/1.0, plain gRPC refused (505),
  * CONNECT (405, its target a path or host:port), smuggling cases refused (400) and the connection
  * closed, the head timeout (408), a pipelining flood, a request answered before its body ended
- * (closed after a bounded rest of it), and every allocation failing. */
+ * (closed after a bounded rest of it), a driver's 204 (no body, no length), and every allocation
+ * failing. */
 #include "testing/check.h"
 #include "testing/failalloc.h"
 #include "net/http1_server.h"
@@ -340,6 +341,39 @@ static void answered_early(void) {
   }
 }
 
+/* A plain HTTP call answered 204 by its driver (pc_GrpcServerCall_Respond,
+ * then Finish: a REST route's plain OPTIONS) goes out as a head with no
+ * length and no body, the connection kept; it went as a last chunk alone,
+ * "0\r\n\r\n" without its head. */
+static void respond_204(void) {
+  static const char req[] = "OPTIONS /v1/x HTTP/1.1\r\nHost: x\r\n\r\n";
+  pc_Http1ServerOptions o;
+  memset(&o, 0, sizeof o);
+  o.engine.plain_http = 1;
+  o.head_timeout = 10;
+  o.max_pending = 4096;
+  pc_Error err;
+  pc_Error_Init(&err);
+  out_len = 0;
+  pc_Http1ServerConn *c = pc_Http1ServerConn_New(&o, NULL, NULL, &err);
+  CHECK(c != NULL);
+  if (c == NULL) return;
+  CHECK(pc_Http1ServerConn_Recv(c, req, sizeof req - 1, 100));
+  pc_GrpcServerCall *s = pc_Http1ServerConn_Accept(c);
+  CHECK(s != NULL);
+  if (s == NULL) return;
+  CHECK(pc_GrpcServerCall_Protocol(s) == kPc_WebProtocol_Http);
+  pc_GrpcPair allow = {"allow", 5, "GET, OPTIONS", 12};
+  CHECK(pc_GrpcServerCall_Respond(s, 204, &allow, 1, &err));
+  pc_GrpcServerCall_Finish(s, kPc_Code_Ok, "", 0, NULL, 0);
+  pc_GrpcServerCall_Free(s);
+  drain(c);
+  static const char want[] = "HTTP/1.1 204 No Content\r\nallow: GET, OPTIONS\r\n\r\n";
+  CHECK(out_len == sizeof want - 1 && memcmp(out, want, out_len) == 0);
+  CHECK(pc_Http1ServerConn_Alive(c));
+  pc_Http1ServerConn_Free(c);
+}
+
 /* Every allocation failing in turn: nothing leaks, nothing crashes. */
 static void failing(void) {
   for (long at = 1;; at++) {
@@ -374,6 +408,7 @@ int main(void) {
   refusals();
   head_timeout_and_flood();
   answered_early();
+  respond_204();
   failing();
   return CHECK_DONE();
 }

@@ -44,6 +44,10 @@ struct pc_GrpcServerCall {
   size_t cors_len;          /* ... their bytes (at most PC_WEB_CORS_MAX_REQUEST_HEADERS) */
   int cors_over;            /* ... were longer than that: none is echoed */
   int connect_get;          /* a Connect GET: its request is the query, a body is refused */
+  const char *query;        /* ...its query, cut off its path (the arena's copy) */
+  int query_unread;         /* ...queued with it unread: the driver checks the path and
+                             * the method first (pc_GrpcServerCall_ReadQuery) */
+  int get_body;             /* ...a body came meanwhile, dropped: ReadQuery refuses it */
   int refused;              /* queued for the driver's refusal alone, its body discarded
                              * unread, no header check made (its framing and headers no
                              * reason for another answer): gRPC, gRPC-Web or Connect
@@ -858,20 +862,18 @@ static int connect_query(const char *path) {
   return 0;
 }
 
-/* A Connect GET (web_http.h): the query gives the codec and the
- * compression (as a POST's headers would), the path loses it; the
- * message waits in s->message for get_message. A bad query fails the
- * call invalid_argument (resource_exhausted past the receive limit).
- * Returns 0 when the call failed. */
+/* A Connect GET (web_http.h): its query (s->query) gives the codec and
+ * the compression (as a POST's headers would); the message waits in
+ * s->message for get_message. A bad query fails the call
+ * invalid_argument (resource_exhausted past the receive limit). Returns
+ * 0 when the call failed. */
 static int connect_get(pc_GrpcServerCall *s) {
-  char *q = strchr((char *)s->path, '?'); /* the arena's copy */
-  if (q) *q++ = 0;
+  const char *q = s->query ? s->query : "";
   pc_ConnectGet g;
   pc_Error err;
   pc_Error_Init(&err);
   int big;
-  if (!pc_Connect_ParseGet(s->arena, q ? q : "", q ? strlen(q) : 0, s->c->max_receive, &g, &big,
-                           &err)) {
+  if (!pc_Connect_ParseGet(s->arena, q, strlen(q), s->c->max_receive, &g, &big, &err)) {
     fail(s, big ? kPc_Code_ResourceExhausted : kPc_Code_InvalidArgument, "Connect GET: %s",
          err.msg);
     return 0;
@@ -895,6 +897,37 @@ static int get_message(pc_GrpcServerCall *s) {
   s->message_len = 0;
   if (!ok) fail(s, kPc_Code_ResourceExhausted, "out of memory reading the request");
   return ok;
+}
+
+/* The checks of a request's headers once its protocol is known (a
+ * Connect GET's query read too), its deadline from its timeout. Returns 0
+ * when the call failed (answered: a malformed grpc-timeout, an unknown
+ * grpc-encoding, a bad Connect GET query, ...). */
+static int admit(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
+  if (s->connect_get && !connect_get(s)) return 0;
+  if (s->proto != kPc_WebProtocol_Grpc && s->proto != kPc_WebProtocol_Http && !web_request(s))
+    return 0;
+  if (s->connect_get && !get_message(s)) return 0;
+  if (s->bad_timeout) {
+    /* PROTOCOL-HTTP2.md: 1 to 8 digits and a unit; grpc-core answers a
+     * value it cannot parse INTERNAL ("Error parsing 'grpc-timeout'
+     * metadata") rather than run the call without a deadline; a plain
+     * HTTP request's is the client's mistake (400, as the transcoder). */
+    fail(s, s->proto == kPc_WebProtocol_Http ? kPc_Code_InvalidArgument : kPc_Code_Internal,
+         "grpc-timeout '%.20s' is malformed (1 to 8 digits, then H, M, S, m, u or n)",
+         s->bad_timeout);
+    return 0;
+  }
+  if (s->encoding && strcmp(s->encoding, "identity") != 0 && strcmp(s->encoding, "gzip") != 0) {
+    fail(s, kPc_Code_Unimplemented, "grpc-encoding '%.40s' is not supported (identity, gzip)",
+         s->encoding);
+    return 0;
+  }
+  if (s->timeout >= 0) {
+    s->deadline = c->now + s->timeout;
+    if (c->due < 0 || s->deadline < c->due) c->due = s->deadline;
+  }
+  return 1;
 }
 
 /* A request whose headers are complete: refused here (415, a malformed
@@ -953,35 +986,23 @@ static void request_ready(pc_GrpcServerConn *c, pc_GrpcServerCall *s) {
    * its body, finish) */
   if (s->path == NULL) s->path = "";
   s->connect_get = get;
+  if (get) {
+    /* A Connect GET is queued with its query unread, its path cut before
+     * it: connect-go checks the path (404, as its POST) and the method (a
+     * method with side effects: 405) before the query, and the driver
+     * knows which paths name a method that takes a GET
+     * (pc_GrpcServerCall_ReadQuery runs admit) */
+    char *q = strchr((char *)s->path, '?'); /* the arena's copy */
+    if (q) *q++ = 0;
+    s->query = q ? q : "";
+    s->query_unread = 1;
+    s->codec = kPc_WebCodec_Proto; /* until the query says */
+  }
   if ((!get && s->proto != kPc_WebProtocol_Http && s->method && strcmp(s->method, "POST") != 0) ||
       (s->proto == kPc_WebProtocol_Http && !c->plain_http)) {
     s->refused = 1;
-    s->queued = 1;
-    c->waiting++;
+  } else if (!get && !admit(c, s)) {
     return;
-  }
-  if (get && !connect_get(s)) return;
-  if (s->proto != kPc_WebProtocol_Grpc && s->proto != kPc_WebProtocol_Http && !web_request(s))
-    return;
-  if (get && !get_message(s)) return;
-  if (s->bad_timeout) {
-    /* PROTOCOL-HTTP2.md: 1 to 8 digits and a unit; grpc-core answers a
-     * value it cannot parse INTERNAL ("Error parsing 'grpc-timeout'
-     * metadata") rather than run the call without a deadline; a plain
-     * HTTP request's is the client's mistake (400, as the transcoder). */
-    fail(s, s->proto == kPc_WebProtocol_Http ? kPc_Code_InvalidArgument : kPc_Code_Internal,
-         "grpc-timeout '%.20s' is malformed (1 to 8 digits, then H, M, S, m, u or n)",
-         s->bad_timeout);
-    return;
-  }
-  if (s->encoding && strcmp(s->encoding, "identity") != 0 && strcmp(s->encoding, "gzip") != 0) {
-    fail(s, kPc_Code_Unimplemented, "grpc-encoding '%.40s' is not supported (identity, gzip)",
-         s->encoding);
-    return;
-  }
-  if (s->timeout >= 0) {
-    s->deadline = c->now + s->timeout;
-    if (c->due < 0 || s->deadline < c->due) c->due = s->deadline;
   }
   s->queued = 1;
   c->waiting++;
@@ -1261,9 +1282,14 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
     return 0;
   }
   if (s->connect_get && len > 0) {
-    /* the URL is what a cache keys the answer on: a body must not change it */
+    /* the URL is what a cache keys the answer on: a body must not change
+     * it (refused once the driver reads the query: its path and method
+     * come first) */
     nghttp2_session_consume(session, id, len);
-    fail(s, kPc_Code_InvalidArgument, "Connect GET: a GET carries no request body");
+    if (s->query_unread)
+      s->get_body = 1;
+    else
+      fail(s, kPc_Code_InvalidArgument, "Connect GET: a GET carries no request body");
     return 0;
   }
   if (s->eager)
@@ -1621,20 +1647,45 @@ const char *pc_GrpcServerCall_HttpMethod(const pc_GrpcServerCall *s) {
   return s->method ? s->method : "POST";
 }
 
-void pc_GrpcServerCall_NotAllowed(pc_GrpcServerCall *s, const char *allow) {
+int pc_GrpcServerCall_ReadQuery(pc_GrpcServerCall *s) {
+  if (!s->query_unread) return !s->cancelled && !s->finished && s->c != NULL;
+  s->query_unread = 0;
+  if (s->cancelled || s->finished || s->c == NULL || s->closed) return 0;
+  if (s->get_body) {
+    fail(s, kPc_Code_InvalidArgument, "Connect GET: a GET carries no request body");
+    return 0;
+  }
+  if (!admit(s->c, s)) return 0;
+  /* its HEADERS ended the stream before: the message is whole now */
+  if (s->remote_ended) unary_end(s);
+  return !s->cancelled;
+}
+
+/* Answers 's' with 'status' (405, or 204 for an OPTIONS) and "Allow:
+ * 'allow'", no body. */
+static void answer_allow(pc_GrpcServerCall *s, const char *status, const char *allow) {
   if (s->finished || s->submitted || s->c == NULL || s->closed) return;
   nghttp2_nv h[8];
   size_t n = 0;
-  h[n++] = PC_GRPC_NV(":status", "405");
+  h[n++] = PC_GRPC_NV(":status", status);
   h[n++] = PC_GRPC_NV("allow", allow);
-  /* (no body: a HEAD's answer over HTTP/1.1 says so as the GET's does) */
-  h[n++] = PC_GRPC_NV("content-length", "0");
+  /* (no body: a HEAD's answer over HTTP/1.1 says so as the GET's does; a
+   * 204 has no length, RFC 9110 8.6) */
+  if (strcmp(status, "204") != 0) h[n++] = PC_GRPC_NV("content-length", "0");
   push_cors_exposing(s, h, &n, "Allow");
   s->finished = s->cancelled = s->ended = 1;
   s->submitted = 1;
   pc_GrpcInbox_Clear(&s->in);
   if (nghttp2_submit_response(s->c->h2.session, s->id, h, n, NULL) != 0)
     nghttp2_submit_rst_stream(s->c->h2.session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+}
+
+void pc_GrpcServerCall_NotAllowed(pc_GrpcServerCall *s, const char *allow) {
+  answer_allow(s, "405", allow);
+}
+
+void pc_GrpcServerCall_AnswerOptions(pc_GrpcServerCall *s, const char *allow) {
+  answer_allow(s, "204", allow);
 }
 
 int pc_GrpcServerCall_HttpVersion(const pc_GrpcServerCall *s) {

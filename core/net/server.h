@@ -189,23 +189,44 @@ pc_WebCodec pc_GrpcServerCall_Codec(const pc_GrpcServerCall *s);
 int pc_GrpcServerCall_HttpVersion(const pc_GrpcServerCall *s);
 
 /* The request's HTTP method ("POST"; "GET" for a Connect GET, whose query
- * the engine read into the request message: web_http.h, or for a plain
- * HTTP call; a GET is Connect's when its query has connect=v1, or else
- * unless the listener has plain_http or its content type is gRPC's,
- * gRPC-Web's or Connect streaming's; "HEAD" for a Connect GET's HEAD, read
- * as the GET and answered with its head alone; any method of gRPC,
- * gRPC-Web and Connect streaming requests, which take POST alone). A
- * driver refuses a GET of a method with side effects, and another method
- * than POST of those protocols, by pc_GrpcServerCall_NotAllowed, as
- * connect-go does; such a request to a path that names no method gets
- * what its POST would (pc_GrpcServerCall_NotFound, the head alone for a
- * HEAD). */
+ * the engine reads into the request message once the driver asks,
+ * pc_GrpcServerCall_ReadQuery, or for a plain HTTP call; a GET is
+ * Connect's when its query has connect=v1, or else unless the listener
+ * has plain_http or its content type is gRPC's, gRPC-Web's or Connect
+ * streaming's; "HEAD" for a Connect GET's HEAD, read as the GET and
+ * answered with its head alone; any method of gRPC, gRPC-Web and Connect
+ * streaming requests, which take POST alone). A driver refuses a GET of a
+ * method with side effects, and another method than POST of those
+ * protocols, by pc_GrpcServerCall_NotAllowed, as connect-go does; such a
+ * request to a path that names no method gets what its POST would
+ * (pc_GrpcServerCall_NotFound, the head alone for a HEAD). */
 const char *pc_GrpcServerCall_HttpMethod(const pc_GrpcServerCall *s);
 
-/* Answers the call HTTP 405 with "Allow: " 'allow' (a static string, e.g.
- * "POST") and no body, instead of running it; the call is then over
- * (Done once the answer is out). */
+/* A Connect GET (or its HEAD) is queued with its query unread and cut off
+ * its path (pc_GrpcServerCall_Path is "/pkg.Service/Method"), as
+ * connect-go checks the path (404) and the method (405) before the query:
+ * the driver answers it NotFound or NotAllowed, or, for a method that
+ * takes GETs, calls this to read the query (the codec, the compression,
+ * the message; then Connect-Timeout-Ms as the deadline). Returns 1 when
+ * the call goes on (Next gives its message, Codec and Timeout are its
+ * own), 0 when the query was bad (or a body came with the GET): the call
+ * was answered invalid_argument (resource_exhausted past the receive
+ * limit) and is over. Before it a Connect GET's Next gives no message,
+ * its Codec is protobuf's and its Timeout -1. Any other call: 1 while it
+ * is not over. */
+int pc_GrpcServerCall_ReadQuery(pc_GrpcServerCall *s);
+
+/* Answers the call HTTP 405 with "Allow: " 'allow' (e.g. "POST"; copied)
+ * and no body, instead of running it; the call is then over (Done once
+ * the answer is out). */
 void pc_GrpcServerCall_NotAllowed(pc_GrpcServerCall *s, const char *allow);
+
+/* Answers an OPTIONS request to a path the driver serves HTTP 204 with
+ * "Allow: " 'allow' (copied; RFC 9110 9.3.7: what the path takes) and no
+ * body, the CORS headers as other answers' (a browser's preflight, with
+ * Access-Control-Request-Method, is the engine's own answer with CORS
+ * on); the call is then over. */
+void pc_GrpcServerCall_AnswerOptions(pc_GrpcServerCall *s, const char *allow);
 
 /* The request's content-type (NULL: none). */
 const char *pc_GrpcServerCall_ContentType(const pc_GrpcServerCall *s);

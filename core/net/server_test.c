@@ -452,6 +452,57 @@ static void web_calls(void) {
     pc_GrpcServerCall_Free(p);
     pc_GrpcServerConn_Free(c);
   }
+  /* A Connect GET is queued with its query unread (connect-go checks the
+   * path, then the method, then the query): an unknown path's NotFound is
+   * 404, a method's 405 comes before its incomplete query's 400 (both were
+   * 400 about the query), a bad query is refused by ReadQuery, a good one
+   * read by it (codec, message); a body that came with it is refused
+   * there. A plain OPTIONS gets AnswerOptions' 204 with no length. */
+  {
+    client_new(65535);
+    pc_GrpcServerOptions o;
+    memset(&o, 0, sizeof o);
+    o.queue_unknown_types = 1;
+    pc_Error err;
+    pc_Error_Init(&err);
+    pc_GrpcServerConn *c = must(pc_GrpcServerConn_New(&o, NULL, NULL, &err), "server");
+    int32_t nope = request_no_body("GET", "/t.T/Nope", "text/plain");
+    int32_t side = request_no_body("HEAD", "/t.T/Echo?connect=v1", "text/plain");
+    int32_t bad = request_no_body("GET", "/t.T/Echo?connect=v1&encoding=xml", "text/plain");
+    int32_t good = request_no_body("GET", "/t.T/Echo?encoding=json&message=%7B%7D", "text/plain");
+    int32_t opt = request_no_body("OPTIONS", "/t.T/Echo", "text/plain");
+    shuttle(c);
+    pc_GrpcServerCall *s[5];
+    for (int i = 0; i < 5; i++) s[i] = must(pc_GrpcServerConn_Accept(c), "call");
+    CHECK(strcmp(pc_GrpcServerCall_Path(s[0]), "/t.T/Nope") == 0);
+    CHECK(strcmp(pc_GrpcServerCall_Path(s[1]), "/t.T/Echo") == 0);
+    CHECK(pc_GrpcServerCall_Protocol(s[1]) == kPc_WebProtocol_ConnectUnary);
+    pc_GrpcServerCall_NotFound(s[0], "unknown method /t.T/Nope", 24);
+    pc_GrpcServerCall_NotAllowed(s[1], "POST");
+    CHECK(pc_GrpcServerCall_ReadQuery(s[2]) == 0);
+    CHECK(pc_GrpcServerCall_Codec(s[3]) == kPc_WebCodec_Proto);
+    CHECK(pc_GrpcServerCall_Next(s[3], &d, &n) == -1); /* nothing before ReadQuery */
+    CHECK(pc_GrpcServerCall_ReadQuery(s[3]) == 1);
+    CHECK(pc_GrpcServerCall_Codec(s[3]) == kPc_WebCodec_Json);
+    CHECK(pc_GrpcServerCall_Next(s[3], &d, &n) == 1 && n == 2 && memcmp(d, "{}", 2) == 0);
+    CHECK(pc_GrpcServerCall_Next(s[3], &d, &n) == -1);
+    CHECK(pc_GrpcServerCall_ReadQuery(s[3]) == 1); /* once: read already */
+    pc_GrpcServerCall_Finish(s[3], kPc_Code_Ok, "", 0, NULL, 0);
+    CHECK(pc_GrpcServerCall_Protocol(s[4]) == kPc_WebProtocol_Http);
+    pc_GrpcServerCall_AnswerOptions(s[4], "OPTIONS, POST");
+    shuttle(c);
+    CHECK(cst(nope)->closed && has(cst(nope)->headers, ":status=404;"));
+    CHECK(strstr((const char *)cst(nope)->data, "\"code\":\"unimplemented\"") != NULL);
+    CHECK(cst(side)->closed && has(cst(side)->headers, ":status=405;"));
+    CHECK(cst(bad)->closed && has(cst(bad)->headers, ":status=400;"));
+    CHECK(strstr((const char *)cst(bad)->data, "query parameter 'encoding' must be") != NULL);
+    CHECK(cst(good)->closed && has(cst(good)->headers, ":status=200;"));
+    CHECK(cst(opt)->closed && has(cst(opt)->headers, ":status=204;"));
+    CHECK(has(cst(opt)->headers, "allow=OPTIONS, POST;") &&
+          !has(cst(opt)->headers, "content-length"));
+    for (int i = 0; i < 5; i++) pc_GrpcServerCall_Free(s[i]);
+    pc_GrpcServerConn_Free(c);
+  }
   /* application/grpc+json takes the JSON codec and answers in kind (as
    * connect-go); another subtype is protobuf, as before. */
   {

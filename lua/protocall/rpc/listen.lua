@@ -311,10 +311,14 @@ local function run_call(self, call)
     -- method's path by another method than POST, 405 as connect-go
     -- answers any method its handler does not take, whatever the type
     -- (Allow lists GET where the method takes a Connect GET, OPTIONS with
-    -- cors); else 415, whose Accept-Post lists what the method of the
-    -- path takes
+    -- cors), a plain OPTIONS 204 with that Allow when cors answers the
+    -- path's preflights (RFC 9110 9.3.7); else 415, whose Accept-Post
+    -- lists what the method of the path takes
     local entry = self.server.methods[call:path():match("^[^?]*")]
-    if entry and call:http_method() ~= "POST" then
+    local method = call:http_method()
+    if entry and method == "OPTIONS" and self.cors then
+      call:answer_options(rest.takes_get(entry))
+    elseif entry and method ~= "POST" then
       call:not_allowed(self.cors ~= nil, rest.takes_get(entry))
     else
       rest.refuse_type(call, entry)
@@ -352,8 +356,17 @@ local function run_call(self, call)
     -- effects, other protocols by POST alone; connect-go answers the
     -- others 405 "Allow: POST" ("GET, POST" for a method a Connect GET
     -- calls), over either HTTP version (OPTIONS too with cors, as REST's
-    -- 405s)
-    call:not_allowed(self.cors ~= nil, rest.takes_get(entry))
+    -- 405s; a plain OPTIONS then 204 with that Allow)
+    if self.cors and call:http_method() == "OPTIONS" then
+      call:answer_options(rest.takes_get(entry))
+    else
+      call:not_allowed(self.cors ~= nil, rest.takes_get(entry))
+    end
+  elseif connect_get and not call:read_query() then
+    -- a Connect GET's query is read once its path names a method that
+    -- takes it (connect-go's order: 404, 405, then the query): a bad one
+    -- was answered invalid_argument by the engine
+    return call:close()
   elseif entry.info.client_streaming and entry.info.server_streaming and call:http_version() == 1 then
     -- HTTP/1.1 is half-duplex: a client coded for a full-duplex stream
     -- would wait for answers that come only after its request ends.
@@ -619,7 +632,9 @@ end
 -- [&base64=1][&compression=gzip]`) is served for unary methods marked
 -- `option idempotency_level = NO_SIDE_EFFECTS` (any other: HTTP 405
 -- "Allow: POST" with Content-Length 0, its HEAD too, as connect-go, over
--- both HTTP versions, a bidirectional method's included; a bad
+-- both HTTP versions, a bidirectional method's included, whatever its
+-- query; a path that names no method: what its POST gets, 404
+-- UNIMPLEMENTED; then a bad
 -- query: Connect's error JSON, invalid_argument; with `rest`, a GET
 -- without connect=v1 is REST's, and one of a method's path with Connect
 -- GET's `encoding` or `message` parameters is 404 "no route for GET
@@ -629,8 +644,9 @@ end
 -- (without `rest`, whatever their content-type) are HTTP 405 "Allow:
 -- POST" ("GET, POST" for a method a Connect GET calls, OPTIONS too with
 -- `cors`, as connect-go) to a method's path, whatever their body and
--- headers, and to another get what their POST gets (404, UNIMPLEMENTED,
--- 415; a HEAD the head alone).
+-- headers (with `cors` a plain OPTIONS, no Access-Control-Request-Method,
+-- 204 with that Allow, as a REST route's path), and to another get what
+-- their POST gets (404, UNIMPLEMENTED, 415; a HEAD the head alone).
 -- `opts.cors` (off by default) lets browser pages of other origins call:
 -- {origins = {"https://app.example", ...} (exact scheme://host[:port]
 -- strings, or "*" for any), headers = {names} (more

@@ -100,7 +100,9 @@ end
 -- Answers `call` with an error (a pc.Error or a failure table of
 -- rpc/server.lua) as tc:error writes it (a HEAD request its head alone),
 -- a 405's Allow with HEAD where GET is (served as GET here) and, with
--- `cors` (the listener's option), OPTIONS.
+-- `cors` (the listener's option), OPTIONS: a plain OPTIONS (no
+-- Access-Control-Request-Method: the engine answers preflights) then gets
+-- 204 with that Allow and no body (RFC 9110 9.3.7), not the 405.
 local function answer_error(tc, call, err, extra, cors)
   local http, body, ct, allow = tc:error(err)
   local h = { { "content-type", ct }, { "content-length", tostring(#body) } }
@@ -113,6 +115,10 @@ local function answer_error(tc, call, err, extra, cors)
     -- (with CORS the engine answers the path's preflights: OPTIONS too)
     if cors and not allow:find("OPTIONS", 1, true) then list[#list + 1] = "OPTIONS" end
     table.sort(list)
+    if cors and call:http_method() == "OPTIONS" then
+      call:respond(204, { { "allow", table.concat(list, ", ") } })
+      return call:finish(codes.OK, "")
+    end
     h[#h + 1] = { "allow", table.concat(list, ", ") }
   end
   for _, kv in ipairs(extra or {}) do h[#h + 1] = kv end

@@ -193,6 +193,23 @@ describe("hostile input found by testing", function()
       "option 'pool': protocall.Pool expected, got string")
   end)
 
+  it("takes a Pool alone as the default pool, or a pool option: a message (whose metatable is hidden as a"
+    .. " Pool's) is refused and the default stays", function()
+    local schema = require "protocall.schema"
+    local original, before = schema.default_pool(), pc.type("google.protobuf.Duration")
+    local m = pc.message("declare.DefaultPoolProbe", { { "a", "int32", 1 } }) { a = 1 }
+    assert.has_error(function() pc.set_default_pool(m) end,
+      "bad argument #1 to 'set_default_pool' (protocall.Pool expected, got userdata)")
+    assert.has_error(function() pc.load("syntax = 'proto3';", { pool = m }) end,
+      "option 'pool': protocall.Pool expected, got userdata")
+    assert.are.equal(before, pc.type("google.protobuf.Duration"))
+    local p = pc.pool()
+    pc.set_default_pool(p)
+    assert.is_nil(pc.type("declare.DefaultPoolProbe"))
+    pc.set_default_pool(original)
+    assert.are.equal(before, pc.type("google.protobuf.Duration"))
+  end)
+
   it("checks messages of many thousand fields without pairwise loops, and names duplicates", function()
     local t = { 'syntax = "proto3"; package big; message A {' }
     for i = 1, 20000 do t[#t + 1] = ("int32 f%d = %d;"):format(i, i < 19000 and i or i + 1000) end

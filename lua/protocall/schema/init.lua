@@ -9,8 +9,8 @@ local compat = require "protocall.compat"
 if compat.luajit then require "protocall.ffi.accessors" end -- before any Type is made
 local core = require "protocall.core"
 
-local type, error, ipairs, setmetatable, getmetatable, tostring, assert =
-  type, error, ipairs, setmetatable, getmetatable, tostring, assert
+local type, error, ipairs, setmetatable, tostring, assert =
+  type, error, ipairs, setmetatable, tostring, assert
 local format = string.format
 local hash32 = compat.hash32
 local Pool = core.Pool
@@ -19,7 +19,10 @@ local load_proto, file_info, service_info = core.load_proto, core.file_info, cor
 local M = {}
 
 local default_pool = core.pool_new()
-local Pool_mt = getmetatable(default_pool)
+-- (the metatable itself: getmetatable reads its __metatable, false for a
+-- Pool and for a message alike)
+local dgetmetatable = debug.getmetatable
+local Pool_mt = dgetmetatable(default_pool)
 
 --- pool = default_pool(): the pool pc.* works on (pc.set_default_pool
 -- changes it); functions taking `pool =` default to it at each call.
@@ -27,7 +30,7 @@ function M.default_pool() return default_pool end
 
 --- ok = is_pool(v): whether v is a protocall.Pool.
 local function is_pool(v)
-  return type(v) == "userdata" and getmetatable(v) == Pool_mt
+  return type(v) == "userdata" and dgetmetatable(v) == Pool_mt
 end
 M.is_pool = is_pool
 
